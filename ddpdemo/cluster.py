@@ -1,0 +1,529 @@
+"""A live torch.distributed group, one ipyparallel engine per rank, that a
+notebook can use cell after cell and that never hangs it.
+
+    with ddpdemo.Cluster(world_size=2) as cluster:
+        cluster.run(fn)          # fn runs on every rank, results by rank
+
+Introduced in chapter 0. Every wait is bounded: a rank that does not
+finish within the timeout raises HangError naming it, with its stack;
+the engines are then restarted and the group formed anew, because a
+timed-out gloo group is poisoned and a stuck gloo wait ignores SIGINT.
+"""
+import atexit
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import weakref
+
+import psutil
+
+from . import engine
+from .errors import HangError, RankError, parse_stack
+from .progress import Progress
+
+BACKENDS = ("auto", "gloo", "nccl")
+START_TIMEOUT = 120.0     # s; four engines on a 2-core laptop take ~10 s
+SETUP_TIMEOUT = 60.0      # s; one bounded step of start-up (import, init)
+FAILURE_GRACE = 1.0       # s; after one rank fails, how long the rest get
+HEARTBEAT_MS = 250        # ipyparallel's default 3 s beat slows start-up
+POLL = 0.01               # s; how often a wait looks at the ranks
+_clusters = weakref.WeakSet()
+
+
+def _check_args(world_size, backend, timeout):
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise TypeError(f"world_size must be a positive int, got {world_size!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be a positive int, got {world_size}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of "
+                         f"{', '.join(map(repr, BACKENDS))}")
+    _check_timeout(timeout)
+
+
+def _check_timeout(timeout):
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a positive number of seconds, "
+                        f"got {timeout!r}")
+    if not 0 < timeout < float("inf"):
+        raise ValueError(f"timeout must be a positive number of seconds, "
+                         f"got {timeout}")
+
+
+def _local_gpus():
+    import torch
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _quiet_log():
+    """ipyparallel logs to stdout in IPython; that would land in the stored
+    outputs. Only its errors reach stderr."""
+    log = logging.getLogger("ddpdemo.ipyparallel")
+    if not log.handlers:
+        log.addHandler(logging.StreamHandler(sys.stderr))
+        log.setLevel(logging.ERROR)
+        log.propagate = False
+    return log
+
+
+class Cluster:
+    """`world_size` ranks on ipyparallel engines, in one process group.
+
+    backend: "gloo", "nccl", or "auto" (nccl when every rank can have a
+    GPU of its own). timeout: default bound, in seconds, on every `run`.
+    engines: ipyparallel's engine launcher ("local", "mpi", "slurm",
+    "ssh", ...), or profile: the name of a running ipyparallel cluster.
+    rendezvous: "file" (local default: a FileStore in a private temporary
+    directory, no listener) or "tcp" (rank 0 opens a TCPStore on port 0).
+    """
+
+    def __init__(self, world_size=2, backend="auto", timeout=30.0, *,
+                 engines="local", profile=None, rendezvous=None,
+                 master_addr=None, group_timeout=None, env=None,
+                 start_timeout=START_TIMEOUT, **ipp_kwargs):
+        _check_args(world_size, backend, timeout)
+        _check_timeout(start_timeout)
+        self.local = profile is None and engines == "local"
+        if rendezvous not in (None, "file", "tcp"):
+            raise ValueError(f"unknown rendezvous {rendezvous!r}; "
+                             "choose 'file' or 'tcp'")
+        if rendezvous == "file" and not self.local:
+            raise ValueError("rendezvous='file' needs all ranks on this "
+                             "machine; use 'tcp' with remote engines")
+        self.world_size = world_size
+        self.timeout = float(timeout)
+        self.rendezvous = rendezvous or ("file" if self.local else "tcp")
+        self.master_addr = master_addr or ("127.0.0.1" if self.local else None)
+        # The group's own timeout is longer than ours, so a stuck rank is
+        # reported by HangError (with its stack), not torch's own error.
+        self.group_timeout = group_timeout or max(300.0, 4 * self.timeout)
+        self.start_timeout = start_timeout
+        self.backend = self._choose_backend(backend)
+        self._engines, self._profile = engines, profile
+        self._env, self._ipp_kwargs = dict(env or {}), ipp_kwargs
+        self._ipp = self._rc = self._tmp = None
+        self._ids, self._pids, self._seen = [], [], set()
+        self._generation = 0
+        self._state = "stopped"   # stopped, ready, restarting, suspect
+
+    def _choose_backend(self, backend):
+        if backend == "gloo" or not self.local:
+            return backend  # remote: "auto" is settled on the engines
+        gpus = _local_gpus()
+        if backend == "nccl" and gpus < self.world_size:
+            raise ValueError(f"backend='nccl' needs one GPU per rank: "
+                             f"world_size={self.world_size}, but {gpus} "
+                             f"GPU(s) found")
+        return "nccl" if gpus >= self.world_size else "gloo"
+
+    def __repr__(self):
+        return (f"<Cluster world_size={self.world_size} "
+                f"backend={self.backend!r} {self._state}>")
+
+    # -- life cycle ----------------------------------------------------
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self):
+        """Start the controller and engines and form the group."""
+        if self._state != "stopped":
+            return self
+        import ipyparallel as ipp
+        from IPython.core.profiledir import ProfileDir
+        _clusters.add(self)
+        self._tmp = tempfile.mkdtemp(prefix="ddpdemo-")
+        progress = Progress(f"Starting {self.world_size} ranks")
+        try:
+            if self._profile is not None:
+                self._rc = ipp.Client(profile=self._profile)
+            else:
+                profile_dir = ProfileDir.create_profile_dir(
+                    os.path.join(self._tmp, "profile")).location
+                kwargs = dict(controller_ip="127.0.0.1") if self.local else {}
+                kwargs.update(self._ipp_kwargs)
+                self._ipp = ipp.Cluster(
+                    profile_dir=profile_dir, engines=self._engines, delay=0,
+                    log=_quiet_log(), shutdown_atexit=True,
+                    controller_args=["--usethreads",
+                                     f"--HeartMonitor.period={HEARTBEAT_MS}"],
+                    **kwargs)
+                self._ipp.start_controller_sync(controller_cmd=self._guarded(
+                    "ipyparallel.controller"))
+                self._launch_engines()
+                self._rc = self._ipp.connect_client_sync()
+            self._state = "restarting"
+            self._form_group(progress)
+        except BaseException:
+            self.stop()
+            raise
+        progress.done(f"{self.backend} group of {self.world_size} ready")
+        from .magic import register
+        register(self)
+        return self
+
+    def _guarded(self, module):
+        """The command that starts an ipyparallel process under ddpdemo's
+        guard, which ends it if this kernel dies without cleaning up."""
+        return [sys.executable, "-m", "ddpdemo.guard", str(os.getpid()), module]
+
+    def _launch_engines(self):
+        """Start one engine set per rank (local), so each engine has its
+        RANK in its environment from birth; or one set of world_size."""
+        base = {"OMP_NUM_THREADS": "1", "PYTHONPATH": _pythonpath(),
+                "IPP_NONINTERACTIVE": "1"}
+        if self.local:
+            base["GLOO_SOCKET_IFNAME"] = engine.loopback_interface()
+        base.update(self._env)
+        args = dict(engine_args=["--IPEngine.enable_nanny=False"],
+                    engine_cmd=self._guarded("ipyparallel.engine"))
+        if not self.local:
+            self._ipp.start_engines_sync(self.world_size, environment=base,
+                                         **args)
+            return
+        for rank in range(self.world_size):
+            env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank),
+                       WORLD_SIZE=str(self.world_size))
+            self._ipp.start_engines_sync(
+                1, engine_set_id=f"g{self._generation}-rank{rank}",
+                environment=env, **args)
+
+    def _form_group(self, progress):
+        """Wait for the new engines, map them to ranks, init the group."""
+        deadline = time.monotonic() + self.start_timeout
+        new = []
+        while len(new) < self.world_size:
+            new = [i for i in self._rc.ids if i not in self._seen]
+            progress.update(f"engines {min(len(new), self.world_size)}"
+                            f"/{self.world_size}")
+            self._check_engine_sets()
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"only {len(new)} of {self.world_size} engines started "
+                    f"within {self.start_timeout:g} s")
+            time.sleep(0.05)
+        new = sorted(new)[:self.world_size]
+        self._seen.update(new)
+        # Rank of each engine: from its environment when we launched it
+        # (local), else by engine id; LOCAL_RANK counts ranks per host.
+        self._rc[new].use_cloudpickle()
+        ranks = self._apply(new, engine.env_rank)
+        if sorted(ranks) != list(range(self.world_size)):
+            ranks = list(range(self.world_size))
+        self._ids = [eid for _, eid in sorted(zip(ranks, new))]
+        progress.update("importing torch")
+        dump = os.path.join(self._tmp, "stack-{}.txt")
+        hosts = self._apply(self._ids, socket.gethostname)
+        local_ranks = [hosts[:r].count(h) for r, h in enumerate(hosts)]
+        env = dict(self._env)
+        facts = self._apply(self._ids, engine.prepare, per_rank=lambda r: (
+            r, local_ranks[r], self.world_size, env,
+            dump.format(r) if self.local else None))
+        self._pids = [f["pid"] for f in facts]
+        if self.backend == "auto":
+            fits = all(f["gpus"] > lr for f, lr in zip(facts, local_ranks))
+            self.backend = "nccl" if fits else "gloo"
+        progress.update(f"forming the {self.backend} group")
+        self._generation += 1
+        store = {}
+        if self.rendezvous == "file":
+            store["file_path"] = os.path.join(self._tmp,
+                                              f"store-{self._generation}")
+        else:
+            store["tcp"] = self._apply(self._ids[:1], engine.open_tcp_store,
+                                       per_rank=lambda r: (
+                                           self.world_size, self.master_addr,
+                                           self.group_timeout))[0]
+        self._apply(self._ids, engine.init_group, per_rank=lambda r: (
+            self.backend, r, self.world_size, self.group_timeout),
+            **store)
+        self._state = "ready"
+        if _in_ipython():
+            self._rc[self._ids].activate()
+
+    def _check_engine_sets(self):
+        """An engine that dies while starting would otherwise be waited
+        for until the start timeout."""
+        if self._ipp is None:
+            return
+        for set_id, engine_set in list(self._ipp.engines.items()):
+            data = getattr(engine_set, "stop_data", None) or {}
+            if any(d and d.get("exit_code") for d in data.values()):
+                log = os.path.join(self._ipp.profile_dir, "log")
+                raise RuntimeError(f"an engine exited while starting "
+                                   f"({set_id}); its log is in {log}")
+
+    def _apply(self, ids, fn, per_rank=None, **kwargs):
+        """Call fn on engines `ids` (rank order), bounded, results listed."""
+        ars = [self._rc[eid].apply_async(
+            fn, *(per_rank(r) if per_rank else ()), **kwargs)
+            for r, eid in enumerate(ids)]
+        deadline = time.monotonic() + SETUP_TIMEOUT
+        out = []
+        for ar in ars:
+            out.append(ar.get(timeout=max(0.1, deadline - time.monotonic())))
+        return out
+
+    def stop(self):
+        """Stop every engine and the controller; remove temporary files."""
+        if self._rc is not None:
+            try:
+                self._rc.close()
+            except Exception:
+                pass
+        if self._ipp is not None:
+            self._kill_engines()
+            try:
+                self._ipp.stop_cluster_sync()
+            except Exception:
+                pass
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        self._ipp = self._rc = self._tmp = None
+        self._ids, self._pids = [], []
+        self._state = "stopped"
+        from .magic import unregister
+        unregister(self)
+
+    def _kill_engines(self):
+        """SIGKILL: a rank stuck in a gloo wait ignores SIGINT and SIGTERM."""
+        for pid in self._pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in self._pids:
+            try:
+                psutil.Process(pid).wait(timeout=5)
+            except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+                pass
+
+    def reset(self):
+        """Restart every engine and form a new group. Bounded."""
+        self._begin_restart()
+        self._finish_restart()
+
+    def _begin_restart(self):
+        """Kill the engines and launch new ones without waiting for them,
+        so they start while the reader reads the error."""
+        if self._ipp is None:
+            raise RuntimeError("this cluster's engines were not started by "
+                               "it (profile=...), so it cannot restart them")
+        self._kill_engines()
+        self._ipp.stop_engines_sync()
+        self._pids, self._ids = [], []
+        self._state = "restarting"
+        self._launch_engines()
+
+    def _finish_restart(self):
+        progress = Progress(f"Restarting {self.world_size} ranks")
+        self._form_group(progress)
+        progress.done(f"{self.backend} group of {self.world_size} ready")
+
+    # -- running code ----------------------------------------------------
+    @property
+    def ranks(self):
+        return list(range(self.world_size))
+
+    def _ready(self):
+        if self._state == "stopped":
+            raise RuntimeError("the cluster is not running: use "
+                               "`with Cluster(...) as cluster:` or start()")
+        if self._state == "restarting":
+            self._finish_restart()
+        elif self._state == "suspect":
+            self._health_check()
+
+    def _health_check(self):
+        """After a rank raised, make sure the group still works: a gloo
+        group whose wait timed out is poisoned for good."""
+        self._state = "ready"
+        try:
+            self._submit(engine.call, (_barrier, (), {}), 5.0)
+        except (HangError, RankError):
+            self.reset()
+
+    def run(self, fn, *args, timeout=None, **kwargs):
+        """Call fn(*args, **kwargs) on every rank; results in rank order.
+
+        Each rank's printed output is echoed, grouped and prefixed by rank.
+        Raises HangError if some rank has not returned within `timeout`
+        seconds (default: the cluster's), RankError if some rank raised.
+        """
+        if timeout is not None:
+            _check_timeout(timeout)
+        self._ready()
+        return self._submit(engine.call, (fn, args, kwargs),
+                            self.timeout if timeout is None else timeout)
+
+    def run_cell(self, source, filename, timeout=None):
+        """Run notebook source on every rank (the `%%ranks` magic)."""
+        if timeout is not None:
+            _check_timeout(timeout)
+        self._ready()
+        return self._submit(engine.run_source, (source, filename),
+                            self.timeout if timeout is None else timeout)
+
+    def _submit(self, fn, args, timeout):
+        ars = [self._rc[eid].apply_async(fn, *args) for eid in self._ids]
+        pending, failed, dead = self._wait(ars, timeout)
+        for ar in ars:
+            if ar.ready():
+                try:
+                    ar.wait_for_output(timeout=2)
+                except Exception:
+                    pass
+        echo_output(ars)
+        errors = {r: _describe(ars[r]) for r in failed}
+        errors.update({r: _death(self._exit_code(r)) for r in dead})
+        if errors:
+            if pending or dead:
+                self._begin_restart()
+            else:
+                self._state = "suspect"
+            raise RankError(errors, blocked=pending)
+        if pending:
+            stacks = self._dump_stacks(pending)
+            self._begin_restart()
+            raise HangError(pending, timeout, self.world_size, stacks)
+        return [ar.get(timeout=1) for ar in ars]
+
+    def _wait(self, ars, timeout):
+        """Wait until every rank is done, the timeout passes, or a rank has
+        failed and the others have had FAILURE_GRACE to finish."""
+        deadline = time.monotonic() + timeout
+        first_failure = None
+        while True:
+            done = [r for r, ar in enumerate(ars) if ar.ready()]
+            failed = [r for r in done if not ars[r].successful()]
+            dead = [r for r in range(len(ars))
+                    if r not in done and self.local and not _alive(self._pids[r])]
+            pending = [r for r in range(len(ars))
+                       if r not in done and r not in dead]
+            now = time.monotonic()
+            if not pending:
+                return pending, failed, dead
+            if (failed or dead) and first_failure is None:
+                first_failure = now
+            if now > deadline or (first_failure is not None
+                                  and now - first_failure > FAILURE_GRACE):
+                return pending, failed, dead
+            time.sleep(POLL)
+
+    def _exit_code(self, rank):
+        """How a rank's engine process ended. It is our child: reap it
+        here, or, if ipyparallel's launcher reaped it first, ask that."""
+        pid = self._pids[rank]
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+        except (ChildProcessError, AttributeError):
+            pass
+        launchers = [el for es in self._ipp.engines.values()
+                     for el in getattr(es, "launchers", {}).values()
+                     if getattr(el, "pid", None) == pid]
+        deadline = time.monotonic() + 2.0
+        while launchers and time.monotonic() < deadline:
+            data = launchers[0].stop_data
+            if data and data.get("exit_code") is not None:
+                return data["exit_code"]
+            time.sleep(0.02)
+        return None
+
+    def _dump_stacks(self, ranks):
+        """Ask each stuck engine for its stack (faulthandler on SIGUSR1)."""
+        if not self.local or not hasattr(signal, "SIGUSR1"):
+            return {}
+        stacks = {}
+        for rank in ranks:
+            path = os.path.join(self._tmp, f"stack-{rank}.txt")
+            before = os.path.getsize(path) if os.path.exists(path) else 0
+            try:
+                os.kill(self._pids[rank], signal.SIGUSR1)
+            except ProcessLookupError:
+                continue
+            deadline = time.monotonic() + 2.0
+            dump = ""
+            while time.monotonic() < deadline:
+                with open(path) as f:
+                    f.seek(before)
+                    dump = f.read()
+                if dump.count("\n\n") >= 1 or "Current thread" in dump:
+                    time.sleep(0.05)   # let faulthandler finish writing
+                    with open(path) as f:
+                        f.seek(before)
+                        dump = f.read()
+                    break
+                time.sleep(0.02)
+            stacks[rank] = parse_stack(dump)
+        return stacks
+
+
+def echo_output(ars):
+    """Print each rank's stdout and stderr, in rank order, every line
+    prefixed with its rank, so output is deterministic."""
+    for stream, target in (("stdout", sys.stdout), ("stderr", sys.stderr)):
+        for rank, ar in enumerate(ars):
+            text = getattr(ar, stream, "") or ""
+            for line in text.splitlines():
+                print(f"[rank {rank}] {line}", file=target)
+    sys.stdout.flush()
+
+
+def _describe(ar):
+    try:
+        ar.get(timeout=0)
+    except Exception as exc:
+        name = getattr(exc, "ename", type(exc).__name__)
+        value = str(getattr(exc, "evalue", exc)).strip().splitlines()
+        return f"{name}: {value[0] if value else ''}"[:300]
+    return "no error"
+
+
+def _death(code):
+    if code is None:   # reaped by ipyparallel's launcher before us
+        return "process died (exit status not available)"
+    if code < 0:
+        return f"process died (signal {signal.Signals(-code).name})"
+    return f"process died (exit code {code})"
+
+
+def _alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _barrier():
+    import torch.distributed as dist
+    dist.barrier()
+
+
+def _pythonpath():
+    """Engines must import ddpdemo even when it is not installed."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    old = os.environ.get("PYTHONPATH")
+    return here + (os.pathsep + old if old else "")
+
+
+def _in_ipython():
+    try:
+        from IPython import get_ipython
+        return get_ipython() is not None
+    except ImportError:
+        return False
+
+
+@atexit.register
+def _stop_all():
+    for cluster in list(_clusters):
+        cluster.stop()

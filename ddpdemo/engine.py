@@ -1,0 +1,191 @@
+"""What runs inside each rank's engine process.
+
+The notebook kernel never runs torch.distributed itself: every rank is an
+ipyparallel engine, a separate Python process, and the functions here are
+what `ddpdemo.Cluster` sends to it (chapter 0, "How the live cluster
+works"). They set the rank's environment, arm a stack dump for hang
+diagnosis, form the process group and call the reader's code.
+"""
+import ast
+import datetime
+import faulthandler
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+# Objects that must live as long as the engine: the open stack-dump file
+# (faulthandler writes to its descriptor from a signal handler) and, on the
+# TCP path, rank 0's store, whose server dies with the object.
+_keep = {}
+
+
+def guard_parent(parent_pid, period=0.5):
+    """Exit this process when the notebook kernel that started it is gone.
+
+    A kernel killed with SIGKILL runs no atexit hook, so without this its
+    engines and controller would live on. A thread can do the watching
+    because gloo and NCCL release the GIL while they wait.
+    """
+    def watch():
+        while True:
+            time.sleep(period)
+            if not _alive(parent_pid):
+                _kill_children()
+                os._exit(1)
+
+    threading.Thread(target=watch, name="ddpdemo-guard", daemon=True).start()
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_children():
+    try:
+        import psutil
+        for child in psutil.Process().children(recursive=True):
+            child.kill()
+    except Exception:  # best effort: we are exiting anyway
+        pass
+
+
+def loopback_interface():
+    """Name of the loopback interface: `lo` on Linux, `lo0` on macOS."""
+    for _, name in socket.if_nameindex():
+        if name.startswith("lo"):
+            return name
+    return "lo"
+
+
+def env_rank():
+    """The RANK this engine was launched with, or -1 if none."""
+    return int(os.environ.get("RANK", -1))
+
+
+def prepare(rank, local_rank, world_size, env, dump_path):
+    """Set the rank's environment (before torch is imported) and arm dumps.
+
+    SIGUSR1 makes faulthandler write every thread's Python stack to
+    `dump_path` from C, which works while the main thread is stuck inside
+    a collective. Returns facts the client needs: pid, host, GPU count.
+    """
+    os.environ.update({k: str(v) for k, v in env.items()})
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank),
+                      WORLD_SIZE=str(world_size))
+    if dump_path and hasattr(signal, "SIGUSR1"):
+        _keep["dump"] = open(dump_path, "w")
+        faulthandler.register(signal.SIGUSR1, file=_keep["dump"],
+                              all_threads=True)
+    import torch
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return {"pid": os.getpid(), "host": socket.gethostname(),
+            "rank": rank, "gpus": gpus}
+
+
+def open_tcp_store(world_size, master_addr, timeout_s):
+    """Rank 0 opens the TCP rendezvous on port 0; the OS picks a free port.
+
+    Port 0 means no fixed port and no race between choosing a port and
+    binding it. Returns (address, port) for the other ranks.
+    """
+    import torch.distributed as dist
+    addr = master_addr or socket.gethostbyname(socket.gethostname())
+    store = dist.TCPStore(addr, 0, world_size, is_master=True,
+                          timeout=datetime.timedelta(seconds=timeout_s),
+                          wait_for_workers=False)
+    _keep["store"] = store
+    return addr, store.port
+
+
+def user_namespace():
+    """The engine's interactive namespace: where `%%ranks` cells run and
+    where functions sent by `Cluster.run` find their globals."""
+    from IPython import get_ipython
+    shell = get_ipython()
+    return shell.user_ns if shell is not None else globals()
+
+
+def init_group(backend, rank, world_size, timeout_s, file_path=None,
+               tcp=None):
+    """Form the process group on this rank and seed the user namespace.
+
+    `file_path`: a FileStore in a private directory (local clusters, no
+    listener at all). `tcp`: (address, port) of rank 0's TCPStore.
+    """
+    import torch
+    import torch.distributed as dist
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if file_path is not None:
+        store = dist.FileStore(file_path, world_size)
+    elif rank == 0 and "store" in _keep:
+        store = _keep["store"]
+    else:
+        store = dist.TCPStore(tcp[0], tcp[1], world_size, is_master=False,
+                              timeout=timeout)
+    _keep["client_store"] = store
+    kwargs = {}
+    if backend == "nccl":
+        kwargs["device_id"] = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(kwargs["device_id"])
+    dist.init_process_group(backend, store=store, rank=rank,
+                            world_size=world_size, timeout=timeout, **kwargs)
+    user_namespace().update(torch=torch, dist=dist, rank=rank,
+                            local_rank=int(os.environ["LOCAL_RANK"]),
+                            world_size=world_size, device=current_device())
+    return dist.get_backend()
+
+
+def current_device():
+    """The device this rank's tensors belong on: cuda:LOCAL_RANK under
+    NCCL, the CPU under gloo. Chapter 1 uses it so one notebook serves both.
+    """
+    import torch
+    import torch.distributed as dist
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device("cpu")
+
+
+def to_cpu(value):
+    """Move tensors in a result to the CPU so the notebook kernel, which
+    may have no GPU, can unpickle them."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(to_cpu(v) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: to_cpu(v) for k, v in value.items()}
+    return value
+
+
+def call(fn, args, kwargs):
+    """Run the reader's function on this rank. The name `call` is what a
+    stack dump shows just below the reader's own frames."""
+    return to_cpu(fn(*args, **kwargs))
+
+
+def run_source(source, filename):
+    """Run a notebook cell's source on this rank, IPython-style: statements
+    are executed, and a final expression's value is returned as its repr.
+    """
+    namespace = user_namespace()
+    tree = ast.parse(source, filename)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    exec(compile(tree, filename, "exec"), namespace)
+    if last is None:
+        return None
+    value = eval(compile(last, filename, "eval"), namespace)
+    sys.stdout.flush()
+    return None if value is None else repr(to_cpu(value))

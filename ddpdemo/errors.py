@@ -1,0 +1,118 @@
+"""The two ways a distributed run goes wrong, as exceptions a notebook can
+catch: some ranks never finish (HangError), or some ranks fail (RankError).
+
+Introduced in chapter 0; the deadlock chapters read their messages.
+"""
+import linecache
+import re
+
+# Frames below the reader's code that every stack dump shares; showing
+# them would bury the one line that matters.
+_ENGINE_FRAME = re.compile(r"ddpdemo[/\\]engine\.py$")
+_ENTRY_POINTS = ("call", "run_source")
+_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<func>\S+)')
+_SITE = re.compile(r".*[/\\](?:site|dist)-packages[/\\]")
+_CELL = re.compile(r".*[/\\]ipykernel_\d+[/\\]\d+\.py$")
+
+
+def short_path(path):
+    """Shorten a path to what a reader recognises: `torch/...` for
+    installed packages, `<notebook cell>` for a cell (its temporary file
+    name holds the kernel's pid, and `In [n]` differs between a reader's
+    run and nbval's, so neither may appear in stored output)."""
+    if _CELL.match(path):
+        return "<notebook cell>"
+    if path.startswith("<ranks "):
+        return "<%%ranks cell>"
+    shortened = _SITE.sub("", path)
+    if shortened != path:
+        return shortened
+    match = re.search(r"[/\\](ddpdemo[/\\].*)$", path)
+    return match.group(1) if match else path
+
+
+def parse_stack(dump):
+    """From a faulthandler dump, the frames of the thread running the
+    reader's code, outermost first, as (path, line, function) tuples.
+
+    faulthandler lists threads one block at a time, most recent call
+    first; the thread we want is the one passing through ddpdemo.engine.
+    """
+    for block in dump.split("\n\n"):
+        frames = []
+        for text in block.splitlines():
+            match = _FRAME.match(text)
+            if match:
+                frames.append((match["file"], int(match["line"]),
+                               match["func"]))
+        for i, (path, _, func) in enumerate(frames):
+            if _ENGINE_FRAME.search(path) and func in _ENTRY_POINTS:
+                return list(reversed(frames[:i]))
+    return []
+
+
+def format_stack(frames, indent="    "):
+    """Render frames like a Python traceback, with the source line where
+    this process can read it (cells are in IPython's line cache)."""
+    lines = []
+    for path, line, func in frames:
+        lines.append(f'{indent}File "{short_path(path)}", line {line}, in {func}')
+        source = linecache.getline(path, line).strip()
+        if source:
+            lines.append(f"{indent}    {source}")
+    return "\n".join(lines)
+
+
+class HangError(TimeoutError):
+    """Some ranks did not finish within the timeout.
+
+    `.ranks` is the sorted list of ranks still blocked; `.stacks` maps each
+    of them to its frames (outermost first) where a dump could be taken.
+    """
+
+    def __init__(self, ranks, timeout, world_size, stacks=None):
+        self.ranks = sorted(ranks)
+        self.timeout = timeout
+        self.world_size = world_size
+        self.stacks = stacks or {}
+        super().__init__(self._message())
+
+    def _message(self):
+        finished = [r for r in range(self.world_size) if r not in self.ranks]
+        head = (f"{len(self.ranks)} of {self.world_size} ranks did not finish "
+                f"within {self.timeout:g} s: {_ranks(self.ranks)} "
+                f"(finished: {_ranks(finished) if finished else 'none'}).")
+        parts = [head]
+        for rank in self.ranks:
+            frames = self.stacks.get(rank)
+            if frames:
+                where = frames[-1]
+                parts.append(f"rank {rank} is blocked in {where[2]}(), called from:")
+                parts.append(format_stack(frames))
+            else:
+                parts.append(f"rank {rank}: no stack available")
+        parts.append("The cluster restarts its engines and forms a new group "
+                     "before the next run (variables on the ranks are lost).")
+        return "\n".join(parts)
+
+
+class RankError(RuntimeError):
+    """Some ranks raised, or their processes died.
+
+    `.errors` maps rank to a one-line description; `.blocked` lists ranks
+    that were still running, typically waiting for a failed peer.
+    """
+
+    def __init__(self, errors, blocked=()):
+        self.errors = dict(sorted(errors.items()))
+        self.blocked = sorted(blocked)
+        lines = [f"{len(self.errors)} rank(s) failed:"]
+        lines += [f"  rank {r}: {text}" for r, text in self.errors.items()]
+        if self.blocked:
+            lines.append(f"  still running, probably waiting for them: "
+                         f"{_ranks(self.blocked)} (the cluster restarts them)")
+        super().__init__("\n".join(lines))
+
+
+def _ranks(ranks):
+    return "rank " + str(ranks[0]) if len(ranks) == 1 else f"ranks {ranks}"

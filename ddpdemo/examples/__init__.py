@@ -1,0 +1,1 @@
+"""Each chapter's program as a plain script for torchrun (see each module)."""

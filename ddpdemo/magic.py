@@ -1,0 +1,55 @@
+"""The `%%ranks` cell magic: run a cell on every rank, bounded, with output
+grouped and ordered by rank. Chapter 0.
+
+Plain `%%px` streams output in arrival order and blocks forever on a
+deadlock; `%%ranks` has the same guarantees as `Cluster.run`:
+
+    %%ranks --timeout 5
+    t = torch.arange(2) + 1 + 2 * rank
+    dist.all_reduce(t)
+    t
+"""
+import argparse
+import hashlib
+import linecache
+import shlex
+
+_active = []   # the cluster the magic talks to: the last one started
+
+
+def register(cluster):
+    """Point `%%ranks` at this cluster (inside IPython only)."""
+    from IPython import get_ipython
+    shell = get_ipython()
+    if shell is None:
+        return
+    _active[:] = [cluster]
+    shell.register_magic_function(ranks, "cell", "ranks")
+
+
+def unregister(cluster):
+    if _active and _active[0] is cluster:
+        _active.clear()
+
+
+_parser = argparse.ArgumentParser(prog="%%ranks", add_help=False)
+_parser.add_argument("--timeout", type=float, default=None)
+
+
+def ranks(line, cell):
+    """%%ranks [--timeout SECONDS]: run this cell on every rank."""
+    __tracebackhide__ = True  # IPython: show the error, not this frame
+    args = _parser.parse_args(shlex.split(line))
+    if not _active:
+        raise RuntimeError("no cluster is running: start one with "
+                           "ddpdemo.Cluster(...) first")
+    digest = hashlib.sha1(cell.encode()).hexdigest()[:12]
+    filename = f"<ranks {digest}>"
+    # Registered so a hang report can quote the cell's stuck line.
+    linecache.cache[filename] = (len(cell), None, cell.splitlines(True),
+                                 filename)
+    values = _active[0].run_cell(cell, filename, timeout=args.timeout)
+    for rank, value in enumerate(values):
+        if value is not None:
+            for text in value.splitlines():
+                print(f"[rank {rank}] {text}")

@@ -1,0 +1,256 @@
+"""ddpdemo.cluster on real gloo groups: results, hangs, failures, inputs,
+isolation and clean-up. Each test is bounded by pytest-timeout."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import cloudpickle
+import psutil
+import pytest
+import torch
+
+import ddpdemo
+from ddpdemo.cluster import _check_args
+
+# Functions here are sent to the ranks by value: the engines cannot import
+# this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def rank_tensor(rank):
+    """The documentation's example: rank r holds arange(2) + 1 + 2r."""
+    return torch.arange(2, dtype=torch.int64) + 1 + 2 * rank
+
+
+def all_reduce_example():
+    import torch.distributed as dist
+    t = rank_tensor(dist.get_rank())
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def lonely_barrier():
+    import torch.distributed as dist
+    if dist.get_rank() == 0:
+        dist.barrier()
+    return dist.get_rank()
+
+
+def raise_on_rank_1():
+    import torch.distributed as dist
+    if dist.get_rank() == 1:
+        raise ValueError("rank 1 is unhappy")
+    dist.barrier()
+
+
+def engine_pids(cluster):
+    return list(cluster._pids)
+
+
+def ipp_processes():
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if "ipyparallel" in cmd and "ddpdemo.guard" in cmd:
+            found.append(proc.info["pid"])
+    return found
+
+
+def reference_sum(world_size):
+    """Single-process reference for all_reduce(SUM)."""
+    return sum(rank_tensor(r) for r in range(world_size))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=20) as c:
+        yield c
+
+
+def test_all_reduce_two_ranks_matches_reference(cluster):
+    results = cluster.run(all_reduce_example)
+    assert len(results) == 2
+    for t in results:
+        assert torch.equal(t, reference_sum(2))
+    assert results[0].tolist() == [4, 6]
+
+
+def test_results_come_back_in_rank_order(cluster):
+    import torch.distributed as dist  # noqa: F401  (sent by value)
+    ranks = cluster.run(lambda: __import__("torch.distributed").distributed.get_rank())
+    assert ranks == [0, 1]
+
+
+def test_environment_set_per_rank(cluster):
+    env = cluster.run(lambda: {k: __import__("os").environ[k]
+                               for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")})
+    assert env == [{"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"},
+                   {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"}]
+
+
+def test_lonely_barrier_raises_hang_error_naming_rank_0(cluster):
+    timeout = 2.0
+    start = time.monotonic()
+    with pytest.raises(ddpdemo.HangError) as info:
+        cluster.run(lonely_barrier, timeout=timeout)
+    elapsed = time.monotonic() - start
+    assert info.value.ranks == [0]
+    assert isinstance(info.value, TimeoutError)
+    assert elapsed < timeout + 3
+    message = str(info.value)
+    assert "rank 0" in message and "(finished: rank 1)" in message
+    # Where rank 0 is stuck: this file's barrier line, then torch's barrier.
+    assert "test_cluster.py" in message and "dist.barrier()" in message
+    assert info.value.stacks[0][-1][2] == "barrier"
+    # ... and the next run works on a fresh group.
+    assert cluster.run(all_reduce_example)[1].tolist() == [4, 6]
+
+
+def test_exception_on_one_rank_raises_rank_error(cluster):
+    with pytest.raises(ddpdemo.RankError) as info:
+        cluster.run(raise_on_rank_1)
+    assert list(info.value.errors) == [1]
+    assert "ValueError: rank 1 is unhappy" in info.value.errors[1]
+    assert info.value.blocked == [0]
+    assert "rank 1" in str(info.value)
+    assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
+
+
+def test_killed_engine_is_named_and_recovered(cluster):
+    victim = engine_pids(cluster)[1]
+
+    def sleep_then_reduce():
+        import time
+        import torch.distributed as dist
+        time.sleep(0.5)
+        dist.barrier()
+
+    def kill_later():
+        time.sleep(0.2)
+        os.kill(victim, signal.SIGKILL)
+
+    import threading
+    threading.Thread(target=kill_later).start()
+    with pytest.raises(ddpdemo.RankError) as info:
+        cluster.run(sleep_then_reduce, timeout=10)
+    # Rank 1 is named as killed; rank 0, whose barrier peer vanished, may
+    # fail too (gloo reports the closed connection) or still be waiting.
+    assert info.value.errors[1] in ("process died (signal SIGKILL)",
+                                    "process died (exit status not available)")
+    assert set(info.value.errors) | set(info.value.blocked) == {0, 1}
+    assert not psutil.pid_exists(victim) or \
+        psutil.Process(victim).status() == psutil.STATUS_ZOMBIE
+    assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
+
+
+def test_rank_output_is_grouped_and_prefixed(cluster, capsys):
+    def shout():
+        import torch.distributed as dist
+        print(f"hello from {dist.get_rank()}")
+    cluster.run(shout)
+    assert capsys.readouterr().out.splitlines() == [
+        "[rank 0] hello from 0", "[rank 1] hello from 1"]
+
+
+@pytest.mark.parametrize("kwargs, error, text", [
+    (dict(world_size=0), ValueError, "positive int"),
+    (dict(world_size=-2), ValueError, "positive int"),
+    (dict(world_size=1.5), TypeError, "positive int"),
+    (dict(world_size=True), TypeError, "positive int"),
+    (dict(world_size="2"), TypeError, "positive int"),
+    (dict(backend="mpi"), ValueError, "'auto', 'gloo', 'nccl'"),
+    (dict(timeout=0), ValueError, "positive number"),
+    (dict(timeout=-1), ValueError, "positive number"),
+    (dict(timeout=float("inf")), ValueError, "positive number"),
+    (dict(timeout="5"), TypeError, "positive number"),
+])
+def test_bad_input_is_rejected_before_anything_starts(kwargs, error, text):
+    before = ipp_processes()
+    with pytest.raises(error, match=text):
+        ddpdemo.Cluster(**kwargs)
+    assert ipp_processes() == before
+
+
+def test_nccl_with_too_few_gpus_says_how_many():
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    with pytest.raises(ValueError, match=f"{gpus} GPU"):
+        ddpdemo.Cluster(world_size=gpus + 1, backend="nccl")
+
+
+def test_run_timeout_is_validated(cluster):
+    with pytest.raises(ValueError, match="positive number"):
+        cluster.run(all_reduce_example, timeout=0)
+
+
+def test_check_args_accepts_good_input():
+    _check_args(4, "gloo", 2.5)
+
+
+def test_four_ranks_and_two_clusters_at_once():
+    with ddpdemo.Cluster(world_size=4, backend="gloo") as big, \
+            ddpdemo.Cluster(world_size=2, backend="gloo") as small:
+        assert [t.tolist() for t in big.run(all_reduce_example)] == \
+            [reference_sum(4).tolist()] * 4
+        assert [t.tolist() for t in small.run(all_reduce_example)] == \
+            [[4, 6]] * 2
+        assert big._tmp != small._tmp
+
+
+def test_tcp_rendezvous_on_loopback():
+    with ddpdemo.Cluster(world_size=2, backend="gloo",
+                         rendezvous="tcp") as c:
+        assert c.rendezvous == "tcp"
+        assert c.run(all_reduce_example)[0].tolist() == [4, 6]
+
+
+def test_local_cluster_listens_on_loopback_only_and_leaves_nothing():
+    others = set(ipp_processes())   # the module's fixture cluster, say
+    with ddpdemo.Cluster(world_size=2, backend="gloo") as c:
+        c.run(all_reduce_example)
+        pids = set(ipp_processes()) - others
+        tmp = c._tmp
+        assert len(pids) >= 3   # controller and two engines
+        addresses = set()
+        for pid in pids:
+            for conn in psutil.Process(pid).net_connections("inet"):
+                if conn.status == psutil.CONN_LISTEN:
+                    addresses.add(conn.laddr.ip)
+        assert addresses and addresses <= {"127.0.0.1", "::1"}
+    deadline = time.monotonic() + 10
+    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if psutil.pid_exists(p)]
+    assert not os.path.exists(tmp)
+
+
+def test_engines_die_with_a_killed_kernel(tmp_path):
+    """A kernel killed with SIGKILL runs no clean-up; the guard must."""
+    script = tmp_path / "kernel.py"
+    script.write_text(textwrap.dedent("""
+        import sys, time, ddpdemo
+        c = ddpdemo.Cluster(world_size=2, backend="gloo").start()
+        print(" ".join(map(str, c._pids)), c._tmp, flush=True)
+        time.sleep(60)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().split()
+        pids = [int(p) for p in line[:2]]
+        assert all(psutil.pid_exists(p) for p in pids)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+            psutil.pid_exists(p) and psutil.Process(p).status() !=
+            psutil.STATUS_ZOMBIE for p in pids):
+        time.sleep(0.1)
+    alive = [p for p in pids if psutil.pid_exists(p)
+             and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+    shutil.rmtree(line[2], ignore_errors=True)   # SIGKILL skips clean-up
