@@ -182,12 +182,14 @@ class Cluster:
         if self.local:
             base["GLOO_SOCKET_IFNAME"] = engine.loopback_interface()
         base.update(self._env)
-        args = dict(engine_args=["--IPEngine.enable_nanny=False"],
-                    engine_cmd=self._guarded("ipyparallel.engine"))
+        args = dict(engine_args=["--IPEngine.enable_nanny=False"])
         if not self.local:
+            # No guard: this kernel's pid means nothing on another host;
+            # remote engines end when the controller's heartbeat stops.
             self._ipp.start_engines_sync(self.world_size, environment=base,
                                          **args)
             return
+        args["engine_cmd"] = self._guarded("ipyparallel.engine")
         for rank in range(self.world_size):
             env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank),
                        WORLD_SIZE=str(self.world_size))

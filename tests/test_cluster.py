@@ -254,3 +254,21 @@ def test_engines_die_with_a_killed_kernel(tmp_path):
              and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == []
     shutil.rmtree(line[2], ignore_errors=True)   # SIGKILL skips clean-up
+
+
+def test_interpreter_exit_stops_everything(tmp_path):
+    """No stop(), no with: the atexit hook must still clean up."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import ddpdemo
+        c = ddpdemo.Cluster(world_size=2, backend="gloo").start()
+        print(" ".join(map(str, c._pids)), c._tmp, flush=True)
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True,
+                         text=True, timeout=120).stdout.split()
+    pids, tmp = [int(p) for p in out[:2]], out[2]
+    deadline = time.monotonic() + 10
+    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p for p in pids if psutil.pid_exists(p)] == []
+    assert not os.path.exists(tmp)

@@ -1,0 +1,45 @@
+"""ddpdemo.bench's arithmetic and verdicts (its timings are measured by
+running it, never asserted in tests)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ddpdemo import bench
+
+
+def test_busbw_follows_nccl_tests():
+    # 1 GB in 1 s on 4 ranks: algbw 1 GB/s, bus factor 2*3/4 = 1.5.
+    assert bench.busbw(1e9, 1.0, 4) == pytest.approx(1.5)
+    # On 2 ranks the factor is 1: busbw equals algbw.
+    assert bench.busbw(3e9, 2.0, 2) == pytest.approx(1.5)
+
+
+def test_verdicts_compare_against_targets():
+    good = {"ready_vs_torchrun": 1.2, "torchrun_vs_rerun": 200,
+            "recover_s": 4.0, "hang_detect_s": 5.4, "hang_timeout_s": 5.0}
+    assert all(bench.verdicts(good).values())
+    bad = dict(good, ready_vs_torchrun=1.6, hang_detect_s=8.5)
+    checks = bench.verdicts(bad)
+    assert checks["ready_vs_torchrun"] is False
+    assert checks["hang_detect_s"] is False
+    assert checks["torchrun_vs_rerun"] is True
+
+
+def test_table_marks_missed_targets():
+    text = bench.table({"recover_s": 12.0, "allreduce_busbw_GBps": {
+        "1024": 0.01, "67108864": 1.5}})
+    assert "recover_s" in text and "MISSED" in text
+    assert "64 MiB" in text and "1 KiB" in text
+
+
+def test_torchrun_oneshot_runs(tmp_path):
+    """The script torchrun times really forms a group and all-reduces."""
+    out = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone",
+         "--nproc-per-node=2", "-m", "ddpdemo.bench", "--oneshot"],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
