@@ -226,7 +226,7 @@ def table(results):
     for key, value in results.items():
         if isinstance(value, dict):
             for size, bw in value.items():
-                lines.append(f"{key + ' ' + _size(int(size)):<28}"
+                lines.append(f"{key + ' ' + human_size(int(size)):<28}"
                              f"{bw:>14.3f}")
             continue
         target = ""
@@ -240,7 +240,8 @@ def table(results):
     return "\n".join(lines)
 
 
-def _size(nbytes):
+def human_size(nbytes):
+    """1024 -> "1 KiB": message sizes as people read them."""
     for unit in ("B", "KiB", "MiB", "GiB"):
         if nbytes < 1024:
             return f"{nbytes:g} {unit}"
@@ -265,3 +266,35 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+
+
+def fit_alpha_beta(sizes, seconds):
+    """Least-squares fit of the alpha-beta model T(n) = alpha + n * beta:
+    alpha, the fixed cost of a message (s); beta, seconds per byte."""
+    import numpy as np
+    beta, alpha = np.polyfit(np.asarray(sizes, float),
+                             np.asarray(seconds, float), 1)
+    return float(alpha), float(beta)
+
+
+def plot_busbw(sizes, seconds, world_size, memcpy=None,
+               title="all_reduce bus bandwidth against message size"):
+    """Bus bandwidth (nccl-tests' definition) per message size, measured,
+    with the memory-copy bound as a line. Chapter 7."""
+    from .figures import new_figure, rank_color
+    fig, axes = new_figure(height=3.2)
+    ax = axes[0, 0]
+    bw = [busbw(n, t, world_size) for n, t in zip(sizes, seconds)]
+    ax.plot(sizes, bw, marker="o", color=rank_color(0),
+            label=f"gloo all_reduce, {world_size} ranks")
+    if memcpy:
+        ax.axhline(memcpy, color="black", ls="--", lw=1,
+                   label="memcpy on this machine")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(sizes, [human_size(n) for n in sizes], fontsize=8)
+    ax.set_xlabel("message size")
+    ax.set_ylabel("busbw (GB/s)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig
