@@ -109,7 +109,9 @@ class Cluster:
         self._ipp = self._rc = self._tmp = None
         self._ids, self._pids, self._seen = [], [], set()
         self._generation = 0
-        self._state = "stopped"   # stopped, ready, restarting, suspect
+        # stopped, ready, restarting, suspect (a rank raised: check the
+        # group before the next run) or broken (stuck, cannot restart)
+        self._state = "stopped"
 
     def _choose_backend(self, backend):
         if backend == "gloo" or not self.local:
@@ -155,8 +157,12 @@ class Cluster:
                     controller_args=["--usethreads",
                                      f"--HeartMonitor.period={HEARTBEAT_MS}"],
                     **kwargs)
-                self._ipp.start_controller_sync(controller_cmd=self._guarded(
-                    "ipyparallel.controller"))
+                guard = {}
+                if self._ipp.controller_launcher_class is \
+                        ipp.cluster.launcher.LocalControllerLauncher:
+                    guard["controller_cmd"] = self._guarded(
+                        "ipyparallel.controller")
+                self._ipp.start_controller_sync(**guard)
                 self._launch_engines()
                 self._rc = self._ipp.connect_client_sync()
             self._state = "restarting"
@@ -295,7 +301,14 @@ class Cluster:
         unregister(self)
 
     def _kill_engines(self):
-        """SIGKILL: a rank stuck in a gloo wait ignores SIGINT and SIGTERM."""
+        """SIGKILL: a rank stuck in a gloo wait ignores SIGINT and SIGTERM.
+        Remote engines' pids belong to other hosts: ask their launcher."""
+        if not self.local:
+            try:
+                self._ipp.signal_engines_sync(signal.SIGKILL)
+            except Exception:   # the launcher's stop below still runs
+                pass
+            return
         for pid in self._pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -309,15 +322,18 @@ class Cluster:
 
     def reset(self):
         """Restart every engine and form a new group. Bounded."""
+        if self._ipp is None:
+            raise RuntimeError("this cluster's engines were not started by "
+                               "it (profile=...), so it cannot restart them")
         self._begin_restart()
         self._finish_restart()
 
     def _begin_restart(self):
         """Kill the engines and launch new ones without waiting for them,
         so they start while the reader reads the error."""
-        if self._ipp is None:
-            raise RuntimeError("this cluster's engines were not started by "
-                               "it (profile=...), so it cannot restart them")
+        if self._ipp is None:   # profile=...: not our engines to restart
+            self._state = "broken"
+            return
         self._kill_engines()
         self._ipp.stop_engines_sync()
         self._pids, self._ids = [], []
@@ -338,6 +354,11 @@ class Cluster:
         if self._state == "stopped":
             raise RuntimeError("the cluster is not running: use "
                                "`with Cluster(...) as cluster:` or start()")
+        if self._state == "broken":
+            raise RuntimeError(
+                "ranks of this cluster are stuck, and it cannot restart "
+                "engines it did not start (profile=...): restart the "
+                "ipyparallel cluster, then create a new Cluster")
         if self._state == "restarting":
             self._finish_restart()
         elif self._state == "suspect":

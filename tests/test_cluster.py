@@ -272,3 +272,31 @@ def test_interpreter_exit_stops_everything(tmp_path):
         time.sleep(0.1)
     assert [p for p in pids if psutil.pid_exists(p)] == []
     assert not os.path.exists(tmp)
+
+
+def test_existing_profile_uses_its_engines_over_tcp(tmp_path):
+    """profile=...: engines someone else started (ipcluster); rendezvous
+    over TCP; a hang is reported, and the cluster says it cannot recover."""
+    env = dict(os.environ, IPYTHONDIR=str(tmp_path))
+    ipcluster = [sys.executable, "-m", "ipyparallel.cluster"]
+    subprocess.run(ipcluster + ["start", "--n=2", "--profile=ddp",
+                                "--daemonize", "--ip=127.0.0.1"],
+                   env=env, check=True, timeout=60)
+    old = os.environ.get("IPYTHONDIR")
+    os.environ["IPYTHONDIR"] = str(tmp_path)
+    try:
+        with ddpdemo.Cluster(world_size=2, backend="gloo", profile="ddp",
+                             master_addr="127.0.0.1") as c:
+            assert c.rendezvous == "tcp"
+            assert c.run(all_reduce_example)[1].tolist() == [4, 6]
+            with pytest.raises(ddpdemo.HangError):
+                c.run(lonely_barrier, timeout=2)
+            with pytest.raises(RuntimeError, match="cannot restart"):
+                c.run(all_reduce_example)
+    finally:
+        if old is None:
+            del os.environ["IPYTHONDIR"]
+        else:
+            os.environ["IPYTHONDIR"] = old
+        subprocess.run(ipcluster + ["stop", "--profile=ddp"], env=env,
+                       timeout=60, capture_output=True)
