@@ -300,3 +300,29 @@ def test_existing_profile_uses_its_engines_over_tcp(tmp_path):
             os.environ["IPYTHONDIR"] = old
         subprocess.run(ipcluster + ["stop", "--profile=ddp"], env=env,
                        timeout=60, capture_output=True)
+
+
+def test_kernel_shutdown_stops_everything():
+    """A Jupyter kernel that started a cluster and is shut down normally
+    (as nbval and the notebook server do) leaves no engine behind."""
+    from jupyter_client.manager import start_new_kernel
+    km, kc = start_new_kernel(kernel_name="python3")
+    outputs = []
+    try:
+        reply = kc.execute_interactive(
+            "import ddpdemo\n"
+            "c = ddpdemo.Cluster(world_size=2, backend='gloo').start()\n"
+            "print(*c._pids, c._tmp)", timeout=120,
+            output_hook=lambda msg: outputs.append(msg))
+        assert reply["content"]["status"] == "ok"
+    finally:
+        km.shutdown_kernel(now=False)
+        kc.stop_channels()
+    text = "".join(m["content"].get("text", "") for m in outputs
+                   if m["msg_type"] == "stream").split()
+    pids, tmp = [int(p) for p in text[:2]], text[2]
+    deadline = time.monotonic() + 15
+    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p for p in pids if psutil.pid_exists(p)] == []
+    assert not os.path.exists(tmp)
