@@ -20,18 +20,14 @@ import tempfile
 import time
 import weakref
 
-import psutil
-
-from . import engine
-from .errors import HangError, RankError, parse_stack
+from . import engine, processes, watch
+from .errors import HangError, RankError
 from .progress import Progress
 
 BACKENDS = ("auto", "gloo", "nccl")
 START_TIMEOUT = 120.0     # s; four engines on a 2-core laptop take ~10 s
 SETUP_TIMEOUT = 60.0      # s; one bounded step of start-up (import, init)
-FAILURE_GRACE = 1.0       # s; after one rank fails, how long the rest get
 HEARTBEAT_MS = 250        # ipyparallel's default 3 s beat slows start-up
-POLL = 0.01               # s; how often a wait looks at the ranks
 _clusters = weakref.WeakSet()
 
 
@@ -151,8 +147,10 @@ class Cluster:
                     os.path.join(self._tmp, "profile")).location
                 kwargs = dict(controller_ip="127.0.0.1") if self.local else {}
                 kwargs.update(self._ipp_kwargs)
+                launcher = (processes.RankEngineSetLauncher
+                            if self._engines == "local" else self._engines)
                 self._ipp = ipp.Cluster(
-                    profile_dir=profile_dir, engines=self._engines, delay=0,
+                    profile_dir=profile_dir, engines=launcher, delay=0,
                     log=_quiet_log(), shutdown_atexit=True,
                     controller_args=["--usethreads",
                                      f"--HeartMonitor.period={HEARTBEAT_MS}"],
@@ -160,7 +158,7 @@ class Cluster:
                 guard = {}
                 if self._ipp.controller_launcher_class is \
                         ipp.cluster.launcher.LocalControllerLauncher:
-                    guard["controller_cmd"] = self._guarded(
+                    guard["controller_cmd"] = processes.guarded(
                         "ipyparallel.controller")
                 self._ipp.start_controller_sync(**guard)
                 self._launch_engines()
@@ -175,15 +173,10 @@ class Cluster:
         register(self)
         return self
 
-    def _guarded(self, module):
-        """The command that starts an ipyparallel process under ddpdemo's
-        guard, which ends it if this kernel dies without cleaning up."""
-        return [sys.executable, "-m", "ddpdemo.guard", str(os.getpid()), module]
-
     def _launch_engines(self):
         """Start one engine set per rank (local), so each engine has its
         RANK in its environment from birth; or one set of world_size."""
-        base = {"OMP_NUM_THREADS": "1", "PYTHONPATH": _pythonpath(),
+        base = {"OMP_NUM_THREADS": "1", "PYTHONPATH": processes.pythonpath(),
                 "IPP_NONINTERACTIVE": "1"}
         if self.local:
             base["GLOO_SOCKET_IFNAME"] = engine.loopback_interface()
@@ -195,7 +188,7 @@ class Cluster:
             self._ipp.start_engines_sync(self.world_size, environment=base,
                                          **args)
             return
-        args["engine_cmd"] = self._guarded("ipyparallel.engine")
+        args["engine_cmd"] = processes.guarded("ipyparallel.engine")
         for rank in range(self.world_size):
             env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank),
                        WORLD_SIZE=str(self.world_size))
@@ -309,16 +302,7 @@ class Cluster:
             except Exception:   # the launcher's stop below still runs
                 pass
             return
-        for pid in self._pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        for pid in self._pids:
-            try:
-                psutil.Process(pid).wait(timeout=5)
-            except (psutil.NoSuchProcess, psutil.TimeoutExpired):
-                pass
+        processes.kill(self._pids)
 
     def reset(self):
         """Restart every engine and form a new group. Bounded."""
@@ -396,16 +380,12 @@ class Cluster:
 
     def _submit(self, fn, args, timeout):
         ars = [self._rc[eid].apply_async(fn, *args) for eid in self._ids]
-        pending, failed, dead = self._wait(ars, timeout)
-        for ar in ars:
-            if ar.ready():
-                try:
-                    ar.wait_for_output(timeout=2)
-                except Exception:
-                    pass
-        echo_output(ars)
-        errors = {r: _describe(ars[r]) for r in failed}
-        errors.update({r: _death(self._exit_code(r)) for r in dead})
+        pending, failed, dead = watch.wait(ars, timeout, self._is_alive)
+        watch.echo_output(ars)
+        errors = {r: watch.describe_error(ars[r]) for r in failed}
+        engine_sets = list(self._ipp.engines.values()) if self._ipp else []
+        errors.update({r: processes.describe_exit(processes.exit_code(
+            engine_sets, self._pids[r])) for r in dead})
         if errors:
             if pending or dead:
                 self._begin_restart()
@@ -413,129 +393,23 @@ class Cluster:
                 self._state = "suspect"
             raise RankError(errors, blocked=pending)
         if pending:
-            stacks = self._dump_stacks(pending)
+            stacks = {}
+            if self.local and hasattr(signal, "SIGUSR1"):
+                stacks = {r: watch.dump_stack(self._pids[r], os.path.join(
+                    self._tmp, f"stack-{r}.txt")) for r in pending}
             self._begin_restart()
             raise HangError(pending, timeout, self.world_size, stacks)
         return [ar.get(timeout=1) for ar in ars]
 
-    def _wait(self, ars, timeout):
-        """Wait until every rank is done, the timeout passes, or a rank has
-        failed and the others have had FAILURE_GRACE to finish."""
-        deadline = time.monotonic() + timeout
-        first_failure = None
-        while True:
-            done = [r for r, ar in enumerate(ars) if ar.ready()]
-            failed = [r for r in done if not ars[r].successful()]
-            dead = [r for r in range(len(ars))
-                    if r not in done and self.local and not _alive(self._pids[r])]
-            pending = [r for r in range(len(ars))
-                       if r not in done and r not in dead]
-            now = time.monotonic()
-            if not pending:
-                return pending, failed, dead
-            if (failed or dead) and first_failure is None:
-                first_failure = now
-            if now > deadline or (first_failure is not None
-                                  and now - first_failure > FAILURE_GRACE):
-                return pending, failed, dead
-            time.sleep(POLL)
-
-    def _exit_code(self, rank):
-        """How a rank's engine process ended. It is our child: reap it
-        here, or, if ipyparallel's launcher reaped it first, ask that."""
-        pid = self._pids[rank]
-        try:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                return os.waitstatus_to_exitcode(status)
-        except (ChildProcessError, AttributeError):
-            pass
-        launchers = [el for es in self._ipp.engines.values()
-                     for el in getattr(es, "launchers", {}).values()
-                     if getattr(el, "pid", None) == pid]
-        deadline = time.monotonic() + 2.0
-        while launchers and time.monotonic() < deadline:
-            data = launchers[0].stop_data
-            if data and data.get("exit_code") is not None:
-                return data["exit_code"]
-            time.sleep(0.02)
-        return None
-
-    def _dump_stacks(self, ranks):
-        """Ask each stuck engine for its stack (faulthandler on SIGUSR1)."""
-        if not self.local or not hasattr(signal, "SIGUSR1"):
-            return {}
-        stacks = {}
-        for rank in ranks:
-            path = os.path.join(self._tmp, f"stack-{rank}.txt")
-            before = os.path.getsize(path) if os.path.exists(path) else 0
-            try:
-                os.kill(self._pids[rank], signal.SIGUSR1)
-            except ProcessLookupError:
-                continue
-            deadline = time.monotonic() + 2.0
-            dump = ""
-            while time.monotonic() < deadline:
-                with open(path) as f:
-                    f.seek(before)
-                    dump = f.read()
-                if dump.count("\n\n") >= 1 or "Current thread" in dump:
-                    time.sleep(0.05)   # let faulthandler finish writing
-                    with open(path) as f:
-                        f.seek(before)
-                        dump = f.read()
-                    break
-                time.sleep(0.02)
-            stacks[rank] = parse_stack(dump)
-        return stacks
-
-
-def echo_output(ars):
-    """Print each rank's stdout and stderr, in rank order, every line
-    prefixed with its rank, so output is deterministic."""
-    for stream, target in (("stdout", sys.stdout), ("stderr", sys.stderr)):
-        for rank, ar in enumerate(ars):
-            text = getattr(ar, stream, "") or ""
-            for line in text.splitlines():
-                print(f"[rank {rank}] {line}", file=target)
-    sys.stdout.flush()
-
-
-def _describe(ar):
-    try:
-        ar.get(timeout=0)
-    except Exception as exc:
-        name = getattr(exc, "ename", type(exc).__name__)
-        value = str(getattr(exc, "evalue", exc)).strip().splitlines()
-        return f"{name}: {value[0] if value else ''}"[:300]
-    return "no error"
-
-
-def _death(code):
-    if code is None:   # reaped by ipyparallel's launcher before us
-        return "process died (exit status not available)"
-    if code < 0:
-        return f"process died (signal {signal.Signals(-code).name})"
-    return f"process died (exit code {code})"
-
-
-def _alive(pid):
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    def _is_alive(self, rank):
+        """Remote ranks' processes cannot be seen from here: assume alive
+        and let the timeout speak."""
+        return not self.local or processes.alive(self._pids[rank])
 
 
 def _barrier():
     import torch.distributed as dist
     dist.barrier()
-
-
-def _pythonpath():
-    """Engines must import ddpdemo even when it is not installed."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    old = os.environ.get("PYTHONPATH")
-    return here + (os.pathsep + old if old else "")
 
 
 def _in_ipython():

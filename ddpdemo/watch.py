@@ -1,0 +1,94 @@
+"""Waiting on the ranks with a bound, and saying what happened: which
+ranks finished, failed, died or are stuck, what they printed (in rank
+order), and where a stuck one is blocked. Plumbing for ddpdemo.cluster
+(chapter 0).
+"""
+import os
+import signal
+import sys
+import time
+
+from .errors import parse_stack
+
+FAILURE_GRACE = 1.0   # s; after one rank fails, how long the rest get
+POLL = 0.01           # s; how often a wait looks at the ranks
+
+
+def wait(ars, timeout, is_alive):
+    """Wait on one AsyncResult per rank until all are done, `timeout`
+    passes, or a rank failed or died and the rest had FAILURE_GRACE.
+
+    is_alive(rank) says whether a rank's process still runs. Returns the
+    lists (pending, failed, dead) of ranks.
+    """
+    deadline = time.monotonic() + timeout
+    first_failure = None
+    ranks = range(len(ars))
+    while True:
+        done = [r for r in ranks if ars[r].ready()]
+        failed = [r for r in done if not ars[r].successful()]
+        dead = [r for r in ranks if r not in done and not is_alive(r)]
+        pending = [r for r in ranks if r not in done and r not in dead]
+        now = time.monotonic()
+        if not pending:
+            return pending, failed, dead
+        if (failed or dead) and first_failure is None:
+            first_failure = now
+        if now > deadline or (first_failure is not None
+                              and now - first_failure > FAILURE_GRACE):
+            return pending, failed, dead
+        time.sleep(POLL)
+
+
+def echo_output(ars):
+    """Print each finished rank's stdout, then stderr, in rank order, each
+    line prefixed with its rank, so output is the same on every run."""
+    for ar in ars:
+        if ar.ready():
+            try:   # output can trail the result by a moment
+                ar.wait_for_output(timeout=2)
+            except Exception:
+                pass
+    for stream, target in (("stdout", sys.stdout), ("stderr", sys.stderr)):
+        for rank, ar in enumerate(ars):
+            for line in (getattr(ar, stream, "") or "").splitlines():
+                print(f"[rank {rank}] {line}", file=target)
+    sys.stdout.flush()
+
+
+def describe_error(ar):
+    """`ValueError: message`: what a failed rank raised, in one line."""
+    try:
+        ar.get(timeout=0)
+    except Exception as exc:
+        name = getattr(exc, "ename", type(exc).__name__)
+        value = str(getattr(exc, "evalue", exc)).strip().splitlines()
+        return f"{name}: {value[0] if value else ''}"[:300]
+    return "no error"
+
+
+def dump_stack(pid, path, wait=2.0):
+    """Frames of a stuck engine's reader code, outermost first.
+
+    The engine registered faulthandler for SIGUSR1 writing to `path`; the
+    dump is appended, so read from the size before the signal.
+    """
+    before = os.path.getsize(path) if os.path.exists(path) else 0
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except ProcessLookupError:
+        return []
+    deadline = time.monotonic() + wait
+    dump = ""
+    while time.monotonic() < deadline:
+        with open(path) as f:
+            f.seek(before)
+            dump = f.read()
+        if "Current thread" in dump:
+            time.sleep(0.05)   # let faulthandler finish the block
+            with open(path) as f:
+                f.seek(before)
+                dump = f.read()
+            break
+        time.sleep(0.02)
+    return parse_stack(dump)
