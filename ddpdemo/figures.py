@@ -4,10 +4,28 @@ than one chapter draws (a per-rank timeline). Chapters 1 to 6.
 Figures are built with `matplotlib.figure.Figure`, not pyplot, so a cell
 that ends with `fig` shows it exactly once, and a notebook's stored text
 output for it (`<Figure size ... with N Axes>`) is the same on every run.
+Importing this module in a notebook registers a PNG view of such figures
+(without it only the text would be stored, and the book would show none).
 Chapter-specific figures live beside the concept they draw (e.g. ring.py)
 and use `new_figure` and `rank_color` from here.
 """
 from matplotlib.figure import Figure
+
+def _show_in_notebooks():
+    """Let IPython render a bare Figure as PNG, as pyplot's inline backend
+    would, without switching backends or touching pyplot's state."""
+    try:
+        from IPython import get_ipython
+        from IPython.core.pylabtools import print_figure
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["image/png"].for_type(
+            Figure, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
+
+
+_show_in_notebooks()
 
 RANK_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52",
                "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
