@@ -1,0 +1,58 @@
+"""Chapter 1's program as a script: all_reduce sums, and the hand-made ring
+gives the same sums.
+
+    torchrun --standalone --nproc-per-node 2 -m ddpdemo.examples.all_reduce_sums
+
+or, from this folder, the classic launcher, which passes `--local-rank` as
+an argument (ddpdemo.launch reads it, or torchrun's LOCAL_RANK):
+
+    python -m torch.distributed.launch --nproc_per_node 2 all_reduce_sums.py
+
+gloo on CPU, NCCL when every rank has a GPU. Rank r starts with
+arange(2) + 1 + 2r; after dist.all_reduce every rank holds the column sums
+(on 2 ranks: [1, 2] + [3, 4] = [4, 6]). Output comes in rank order.
+"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+from ddpdemo import launch
+from ddpdemo.ring import RingStats, ring_all_reduce
+
+
+def local_rank_source():
+    """Where this rank's local rank came from: torch.distributed.launch
+    passes it as an argument, torchrun only in the environment."""
+    for arg in sys.argv[1:]:
+        if arg.startswith(("--local-rank", "--local_rank")):
+            return arg
+    return f"LOCAL_RANK={os.environ.get('LOCAL_RANK')}"
+
+
+def main():
+    rank, world_size, device = launch.init()
+    tensor = torch.arange(2, dtype=torch.int64, device=device) + 1 + 2 * rank
+    before = tensor.tolist()
+    ring = tensor.clone()
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    # A single-process reference: the same sum computed on one rank.
+    expected = sum(torch.arange(2) + 1 + 2 * r for r in range(world_size))
+    assert tensor.cpu().equal(expected), (tensor, expected)
+
+    stats = RingStats()
+    ring_all_reduce(ring, stats=stats)
+    assert ring.equal(tensor), (ring, tensor)
+    launch.print_ranked(
+        f"local_rank {launch.local_rank()} from {local_rank_source()}",
+        f"backend     {dist.get_backend()} on {device}",
+        f"before      {before}",
+        f"all_reduce  {tensor.tolist()}",
+        f"ring        {ring.tolist()}, sent {stats.bytes_sent} of "
+        f"{stats.tensor_bytes} bytes")
+    launch.finish()
+
+
+if __name__ == "__main__":
+    main()

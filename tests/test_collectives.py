@@ -1,0 +1,106 @@
+"""ddpdemo.collectives (the before/after figure) on a real 2-rank gloo
+group, and chapter 1's script, ddpdemo.examples.all_reduce_sums, under
+torchrun and under the classic torch.distributed.launch."""
+import os
+import subprocess
+import sys
+
+import cloudpickle
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+import ddpdemo
+import ddpdemo.examples.all_reduce_sums as all_reduce_sums
+from ddpdemo.collectives import by_collective, plot_collectives
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+TORCHRUN_TIMEOUT = 120   # s: two ranks import torch on a busy 2-core box
+
+
+def start(rank):
+    return torch.arange(2) + 1 + 2 * rank
+
+
+def three_collectives():
+    import torch.distributed as dist
+    x = start(dist.get_rank())
+    out = {"all_reduce": x.clone(), "broadcast": x.clone()}
+    dist.all_reduce(out["all_reduce"])
+    dist.broadcast(out["broadcast"], src=0)
+    gathered = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, x)
+    out["all_gather"] = torch.cat(gathered)
+    return x, out
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=30) as c:
+        yield c
+
+
+def test_by_collective_regroups_what_the_ranks_held(cluster):
+    before, after = by_collective(cluster.run(three_collectives))
+    assert [b.tolist() for b in before] == [start(0).tolist(),
+                                            start(1).tolist()]
+    assert list(after) == ["all_reduce", "broadcast", "all_gather"]
+    reference = start(0) + start(1)
+    assert all(torch.equal(t, reference) for t in after["all_reduce"])
+    assert all(torch.equal(t, start(0)) for t in after["broadcast"])
+    gathered = torch.cat([start(0), start(1)])
+    assert all(torch.equal(t, gathered) for t in after["all_gather"])
+
+
+def test_plot_collectives_one_row_each_and_changed_values_bold(cluster):
+    before, after = by_collective(cluster.run(three_collectives))
+    fig = plot_collectives(before, after)
+    assert isinstance(fig, Figure)
+    assert len(fig.axes) == 1 + len(after)
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert titles[1:] == [f"after dist.{n}" for n in after]
+    # broadcast: rank 0 keeps [1, 2]; rank 1's [3, 4] becomes [1, 2].
+    texts = fig.axes[2].texts
+    bold = [t.get_text() for t in texts if t.get_fontweight() == "bold"]
+    assert [t.get_text() for t in texts] == ["1", "2", "1", "2"]
+    assert bold == ["1", "2"]
+    # all_gather: 4 values per rank, one box each.
+    assert len(fig.axes[3].patches) == 2 * 4
+
+
+def run_script(args, cwd=None):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run(args, capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=TORCHRUN_TIMEOUT)
+
+
+def expected_lines(world_size, source):
+    total = sum(start(r) for r in range(world_size)).tolist()
+    lines = []
+    for rank in range(world_size):
+        lines += [f"[rank {rank}] local_rank {rank} from {source(rank)}",
+                  f"[rank {rank}] backend     gloo on cpu",
+                  f"[rank {rank}] before      {start(rank).tolist()}",
+                  f"[rank {rank}] all_reduce  {total}",
+                  f"[rank {rank}] ring        {total}, sent 16 of 16 bytes"]
+    return lines
+
+
+def test_all_reduce_sums_under_torchrun():
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    proc = run_script([torchrun, "--standalone", "--nproc-per-node", "2",
+                       "-m", "ddpdemo.examples.all_reduce_sums"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == expected_lines(
+        2, lambda rank: f"LOCAL_RANK={rank}")
+
+
+def test_all_reduce_sums_under_classic_launch_with_local_rank_argument():
+    folder, name = os.path.split(all_reduce_sums.__file__)
+    proc = run_script([sys.executable, "-m", "torch.distributed.launch",
+                       "--standalone", "--nproc_per_node", "2", name],
+                      cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    assert "torch.distributed.launch is deprecated" in proc.stderr
+    assert proc.stdout.splitlines() == expected_lines(
+        2, lambda rank: f"--local-rank={rank}")
