@@ -87,8 +87,12 @@ class HangError(TimeoutError):
             frames = self.stacks.get(rank)
             if frames:
                 where = frames[-1]
-                parts.append(f"rank {rank} is blocked in {where[2]}(), called from:")
+                parts.append(f"rank {rank} is blocked in {where[2]}(), "
+                             f"called from:")
                 parts.append(format_stack(frames))
+            elif frames == []:   # dumped, but not inside this run's code
+                parts.append(f"rank {rank} had not started this code yet "
+                             f"(its engine was still busy)")
             else:
                 parts.append(f"rank {rank}: no stack available")
         parts.append("The cluster restarts its engines and forms a new group "

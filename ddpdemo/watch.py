@@ -67,28 +67,29 @@ def describe_error(ar):
     return "no error"
 
 
-def dump_stack(pid, path, wait=2.0):
-    """Frames of a stuck engine's reader code, outermost first.
+def dump_stack(pid, path, wait=5.0):
+    """Frames of a stuck engine's reader code, outermost first; [] if it
+    was not running the reader's code; None if no dump came.
 
     The engine registered faulthandler for SIGUSR1 writing to `path`; the
-    dump is appended, so read from the size before the signal.
+    dump is appended, so read from the size before the signal, and wait
+    until it stops growing (the signal may land on any thread, so no
+    marker line can be relied on to come last).
     """
     before = os.path.getsize(path) if os.path.exists(path) else 0
     try:
         os.kill(pid, signal.SIGUSR1)
     except ProcessLookupError:
-        return []
+        return None
     deadline = time.monotonic() + wait
-    dump = ""
+    size = before
     while time.monotonic() < deadline:
-        with open(path) as f:
-            f.seek(before)
-            dump = f.read()
-        if "Current thread" in dump:
-            time.sleep(0.05)   # let faulthandler finish the block
-            with open(path) as f:
-                f.seek(before)
-                dump = f.read()
+        time.sleep(0.05)
+        now = os.path.getsize(path)
+        if now > before and now == size:
             break
-        time.sleep(0.02)
-    return parse_stack(dump)
+        size = now
+    with open(path) as f:
+        f.seek(before)
+        dump = f.read()
+    return parse_stack(dump) if dump else None

@@ -1,0 +1,81 @@
+"""ddpdemo.errors: stack dumps parsed, paths shortened, messages that
+name the ranks. A synthetic faulthandler dump stands in for a real one
+(tests/test_cluster.py checks real dumps from stuck ranks)."""
+import linecache
+
+from ddpdemo.errors import (HangError, RankError, format_stack, parse_stack,
+                            short_path)
+
+SITE = "/venv/lib/python3.11/site-packages"
+DUMP = f'''Thread 0x00007f1 (most recent call first):
+  File "/repo/ddpdemo/engine.py", line 40 in watch
+  File "/usr/lib/python3.11/threading.py", line 982 in run
+
+Current thread 0x00007f2 (most recent call first):
+  File "{SITE}/torch/distributed/distributed_c10d.py", line 5356 in barrier
+  File "{SITE}/torch/distributed/c10d_logger.py", line 83 in wrapper
+  File "/tmp/ipykernel_4242/123456.py", line 3 in validate
+  File "/repo/ddpdemo/engine.py", line 180 in call
+  File "<string>", line 1 in <module>
+  File "{SITE}/ipyparallel/engine/kernel.py", line 157 in do_apply
+'''
+
+
+def test_parse_stack_takes_the_thread_running_the_readers_code():
+    # The guard thread also runs in engine.py; it must not be chosen.
+    frames = parse_stack(DUMP)
+    assert [f[2] for f in frames] == ["validate", "wrapper", "barrier"]
+    assert frames[0] == ("/tmp/ipykernel_4242/123456.py", 3, "validate")
+
+
+def test_parse_stack_of_an_idle_engine_is_empty():
+    assert parse_stack(DUMP.replace(" in call", " in idle")) == []
+
+
+def test_short_path_hides_pids_and_install_locations():
+    assert short_path("/tmp/ipykernel_4242/123456.py") == "<notebook cell>"
+    assert short_path("<ranks 0123456789ab>") == "<%%ranks cell>"
+    assert short_path(f"{SITE}/torch/distributed/c10d_logger.py") == \
+        "torch/distributed/c10d_logger.py"
+    assert short_path("/home/me/src/ddpdemo/ordering.py") == \
+        "ddpdemo/ordering.py"
+
+
+def test_format_stack_quotes_source_lines_it_can_read():
+    name = "<ranks feedfacecafe>"
+    linecache.cache[name] = (30, None, ["x = 1\n", "dist.barrier()\n"], name)
+    text = format_stack([(name, 2, "<module>")])
+    assert text.splitlines() == [
+        '    File "<%%ranks cell>", line 2, in <module>',
+        "        dist.barrier()"]
+
+
+def test_hang_error_names_stuck_ranks_and_what_each_was_doing():
+    error = HangError([2, 0], 5.0, 4, stacks={
+        0: parse_stack(DUMP), 2: []})
+    assert isinstance(error, TimeoutError)
+    assert error.ranks == [0, 2]
+    lines = str(error).splitlines()
+    assert lines[0] == ("2 of 4 ranks did not finish within 5 s: "
+                        "ranks [0, 2] (finished: ranks [1, 3]).")
+    assert "rank 0 is blocked in barrier(), called from:" in lines
+    assert ("rank 2 had not started this code yet "
+            "(its engine was still busy)") in lines
+
+
+def test_hang_error_without_a_dump_says_so():
+    assert "rank 1: no stack available" in str(HangError([1], 3, 2))
+
+
+def test_rank_error_lists_each_rank_and_the_blocked_ones():
+    error = RankError({1: "ValueError: bad", 0: "process died (signal "
+                       "SIGKILL)"}, blocked=[3, 2])
+    assert isinstance(error, RuntimeError)
+    assert list(error.errors) == [0, 1]
+    assert error.blocked == [2, 3]
+    assert str(error).splitlines() == [
+        "2 rank(s) failed:",
+        "  rank 0: process died (signal SIGKILL)",
+        "  rank 1: ValueError: bad",
+        "  still running, probably waiting for them: ranks [2, 3] "
+        "(the cluster restarts them)"]
