@@ -1,0 +1,313 @@
+"""The hosted book (issue 6): it builds clean and works in a real browser.
+
+The book is built the way the README and the Pages workflow build it,
+`jupyter-book build . -W -n --keep-going`, into a temporary directory, then
+served on 127.0.0.1 and driven in Debian's Chromium through Playwright's
+Python package (the system's browser: nothing is downloaded). Every page
+must load with no console error, no failed request and no request to
+another host; every image and figure must show; search must find
+"barrier"; next/previous links must walk the table of contents in order.
+
+The build is checked everywhere. The browser checks are skipped, with the
+reason, where Chromium (`apt-get install chromium`) or Playwright is
+missing. Pages come from `_toc.yml`, so new chapters are checked as soon
+as they are listed there.
+"""
+import functools
+import http.server
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.parse
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+# Building takes seconds (notebooks are not executed), but CI is a busy
+# 2-core machine; every browser step has its own Playwright timeout too.
+pytestmark = pytest.mark.timeout(600)
+STEP_MS = 20_000
+CHROMIUM_NAMES = ("chromium", "chromium-browser")
+CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+# No sandbox: CI runs as root. The rest keeps Chromium from phoning home,
+# so the only requests made are the pages' own.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+WARNING = re.compile(r"WARNING:|\[Warning\]")
+
+
+def toc_order():
+    """Document names in reading order: the root, then every entry."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    names = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries:
+            if "file" in entry:
+                names.append(entry["file"])
+            walk(entry.get("sections", []))
+
+    for part in toc.get("parts", [toc]):
+        walk(part.get("chapters", []))
+    return [str(pathlib.PurePosixPath(n).with_suffix("")) for n in names]
+
+
+def find_chromium():
+    for name in CHROMIUM_NAMES:
+        if shutil.which(name):
+            return shutil.which(name)
+    for path in CHROMIUM_PATHS:
+        if pathlib.Path(path).is_file():
+            return path
+    return None
+
+
+def jupyter_book():
+    """The jupyter-book of this interpreter's environment."""
+    beside = pathlib.Path(sys.executable).with_name("jupyter-book")
+    return str(beside) if beside.exists() else shutil.which("jupyter-book")
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site")
+    proc = subprocess.run(
+        [jupyter_book(), "build", str(ROOT), "--path-output", str(out),
+         "-W", "-n", "--keep-going"],
+        capture_output=True, text=True, timeout=540)
+    return proc, out / "_build" / "html"
+
+
+def test_build_is_clean(build):
+    proc, html = build
+    log = proc.stdout + proc.stderr
+    warnings = [line for line in log.splitlines() if WARNING.search(line)]
+    assert warnings == []
+    assert proc.returncode == 0, proc.stderr[-4000:] or proc.stdout[-4000:]
+    for name in toc_order():
+        assert (html / f"{name}.html").is_file(), f"{name} was not built"
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(build):
+    """Base URL of the built site, served from a thread on a free port."""
+    proc, html = build
+    if proc.returncode != 0:
+        pytest.fail("the book did not build; see test_build_is_clean")
+    handler = functools.partial(_QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", html
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip("Chromium is not installed (looked for "
+                    f"{', '.join(CHROMIUM_NAMES + CHROMIUM_PATHS)}); "
+                    "`apt-get install chromium` to run the browser checks")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright package is not importable; "
+                    "`pip install -r requirements.txt` to run the browser "
+                    "checks")
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=executable,
+                                     headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Visit:
+    """One browser page on the local site that records what goes wrong:
+    console errors, script errors, failed or 4xx/5xx local requests, and
+    any request for another host (blocked, so CI never needs a network).
+    """
+
+    def __init__(self, browser, base):
+        self.base = base
+        self.problems = []
+        self.context = browser.new_context()
+        self.context.route(lambda url: not url.startswith(base), self._block)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(STEP_MS)
+        self.page.on("console", self._console)
+        self.page.on("pageerror",
+                     lambda err: self.problems.append(f"script error: {err}"))
+        self.page.on("requestfailed", self._failed)
+        self.page.on("response", self._response)
+
+    def _block(self, route):
+        self.problems.append(f"request to another host: {route.request.url}")
+        route.abort()
+
+    def _console(self, msg):
+        if msg.type == "error":
+            self.problems.append(f"console error: {msg.text}")
+
+    def _failed(self, request):
+        if request.url.startswith(self.base):
+            self.problems.append(
+                f"failed request: {request.url} ({request.failure})")
+
+    def _response(self, response):
+        if response.status >= 400:
+            self.problems.append(f"HTTP {response.status}: {response.url}")
+
+    def open(self, path):
+        self.page.goto(self.base + path, wait_until="load")
+        # Scripts that load more (MathJax fonts, the search index) finish.
+        self.page.wait_for_load_state("networkidle")
+        return self.page
+
+    def path(self):
+        return urllib.parse.urlparse(self.page.url).path.lstrip("/")
+
+    def close(self):
+        self.context.close()
+
+
+@pytest.fixture
+def visit(browser, site):
+    base, _ = site
+    v = Visit(browser, base)
+    yield v
+    v.close()
+
+
+def built_pages(html):
+    """Every HTML page of the built site, the theme's own files aside."""
+    skip = ("_static", "_sources", "_images")
+    return sorted(str(p.relative_to(html)) for p in html.rglob("*.html")
+                  if p.relative_to(html).parts[0] not in skip)
+
+
+def test_every_page_loads_cleanly(visit, site):
+    _, html = site
+    pages = built_pages(html)
+    assert {f"{n}.html" for n in toc_order()} <= set(pages)
+    for path in pages:
+        visit.open(path)
+        visit.page.mouse.wheel(0, 100_000)   # lazy content at the bottom
+        visit.page.wait_for_load_state("networkidle")
+        if visit.page.locator("span.math, div.math").count():
+            # MathJax, served by the site itself, typesets the formulas.
+            visit.page.locator("mjx-container").first.wait_for()
+        visit.problems = [f"{path}: {p}" for p in visit.problems]
+        assert visit.problems == [], "\n".join(visit.problems)
+
+
+def _reveal(page, element):
+    """Open what hides an element by design: a collapsed cell, a menu."""
+    page.evaluate("document.querySelectorAll('details')"
+                  ".forEach(d => d.open = true)")
+    if element.is_visible():
+        return
+    menu = ("xpath=ancestor::*[contains(concat(' ', @class, ' '), "
+            "' dropdown ')][1]//button[contains(@class, 'dropdown-toggle')]")
+    toggle = element.locator(menu)
+    if toggle.count():
+        toggle.first.click()
+        element.wait_for(state="visible", timeout=5_000)
+
+
+def test_every_image_and_figure_is_visible(visit, site):
+    _, html = site
+    seen = 0
+    for path in built_pages(html):
+        page = visit.open(path)
+        for element in page.locator("img, figure").all():
+            _reveal(page, element)
+            what = f"{path}: {element.evaluate('e => e.outerHTML')[:120]}"
+            assert element.is_visible(), f"hidden: {what}"
+            element.scroll_into_view_if_needed()
+            box = element.bounding_box()
+            assert box and box["width"] > 0 and box["height"] > 0, what
+            if element.evaluate("e => e.tagName") == "IMG":
+                # decode() settles once the file is loaded and drawable.
+                assert element.evaluate(
+                    "i => i.decode().then(() => i.naturalWidth > 0,"
+                    " () => false)"), f"broken: {what}"
+            seen += 1
+            page.keyboard.press("Escape")      # close a menu opened above
+        assert visit.problems == [], "\n".join(visit.problems)
+    # The introduction's picture of the cluster is among them.
+    page = visit.open(f"{toc_order()[0]}.html")
+    assert page.locator("#fig-cluster-path img").is_visible()
+    assert seen > 0
+
+
+def test_search_finds_barrier(visit):
+    page = visit.open(f"{toc_order()[0]}.html")
+    page.keyboard.press("Control+k")     # the theme's search shortcut
+    field = page.locator("input[name='q']:visible").first
+    field.fill("barrier")
+    with page.expect_navigation():
+        field.press("Enter")
+    assert visit.path() == "search.html"
+    results = page.locator("#search-results ul.search li a")
+    results.first.wait_for()
+    hrefs = [a.get_attribute("href") for a in results.all()]
+    assert any("03_barrier" in h for h in hrefs), hrefs
+    assert any("glossary" in h for h in hrefs), hrefs
+    assert visit.problems == [], "\n".join(visit.problems)
+
+
+def test_next_and_previous_walk_the_table_of_contents(visit):
+    order = [f"{name}.html" for name in toc_order()]
+    visit.open(order[0])
+    walked = [visit.path()]
+    while visit.page.locator("a.right-next").count():
+        with visit.page.expect_navigation():
+            visit.page.locator("a.right-next").first.click()
+        walked.append(visit.path())
+        assert len(walked) <= len(order), walked
+    assert walked == order
+    while visit.page.locator("a.left-prev").count():
+        with visit.page.expect_navigation():
+            visit.page.locator("a.left-prev").first.click()
+        walked.append(visit.path())
+        assert len(walked) <= 2 * len(order), walked
+    assert walked[len(order) - 1:] == order[::-1]
+    assert visit.problems == [], "\n".join(visit.problems)
+
+
+def test_notebook_pages_offer_download_launch_and_copy(visit, site):
+    base, html = site
+    notebooks = [n for n in toc_order() if (ROOT / f"{n}.ipynb").is_file()]
+    assert notebooks
+    for name in notebooks:
+        page = visit.open(f"{name}.html")
+        links = [a.get_attribute("href")
+                 for a in page.locator("a[href]").all()]
+        download = [h for h in links if h.endswith(".ipynb")
+                    and "_sources" in h]
+        assert download, f"{name}: no notebook download"
+        response = page.request.get(urllib.parse.urljoin(page.url,
+                                                         download[0]))
+        assert response.status == 200 and response.json()["cells"], name
+        stem = pathlib.PurePosixPath(name).name
+        assert any(h.startswith("https://mybinder.org/")
+                   and h.endswith(f"{stem}.ipynb") for h in links), name
+        assert any(h.startswith("https://colab.research.google.com/")
+                   and h.endswith(f"{stem}.ipynb") for h in links), name
+        # sphinx-copybutton puts a button on every code block.
+        blocks = page.locator("div.highlight").count()
+        assert blocks and page.locator("button.copybtn").count() == blocks
+    assert visit.problems == [], "\n".join(visit.problems)
