@@ -103,4 +103,4 @@ def test_all_reduce_sums_under_classic_launch_with_local_rank_argument():
     assert proc.returncode == 0, proc.stderr
     assert "torch.distributed.launch is deprecated" in proc.stderr
     assert proc.stdout.splitlines() == expected_lines(
-        2, lambda rank: f"--local-rank={rank}")
+        2, lambda rank: f"--local-rank={rank} and LOCAL_RANK={rank}")

@@ -22,13 +22,19 @@ from ddpdemo import launch
 from ddpdemo.ring import RingStats, ring_all_reduce
 
 
+# Read before launch.init(), which sets a default LOCAL_RANK of its own.
+LAUNCHER_LOCAL_RANK = os.environ.get("LOCAL_RANK")
+
+
 def local_rank_source():
-    """Where this rank's local rank came from: torch.distributed.launch
-    passes it as an argument, torchrun only in the environment."""
-    for arg in sys.argv[1:]:
-        if arg.startswith(("--local-rank", "--local_rank")):
-            return arg
-    return f"LOCAL_RANK={os.environ.get('LOCAL_RANK')}"
+    """Where the launcher put this rank's local rank: torch.distributed.launch
+    passes it as an argument (and sets LOCAL_RANK too), torchrun only sets
+    the LOCAL_RANK variable."""
+    found = [arg for arg in sys.argv[1:]
+             if arg.startswith(("--local-rank", "--local_rank"))]
+    if LAUNCHER_LOCAL_RANK is not None:
+        found.append(f"LOCAL_RANK={LAUNCHER_LOCAL_RANK}")
+    return " and ".join(found) or "nowhere"
 
 
 def main():
