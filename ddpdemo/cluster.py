@@ -159,7 +159,7 @@ class Cluster:
                 if self._ipp.controller_launcher_class is \
                         ipp.cluster.launcher.LocalControllerLauncher:
                     guard["controller_cmd"] = processes.guarded(
-                        "ipyparallel.controller")
+                        "ipyparallel.controller", remove=self._tmp)
                 self._ipp.start_controller_sync(**guard)
                 self._launch_engines()
                 self._rc = self._ipp.connect_client_sync()

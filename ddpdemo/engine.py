@@ -22,18 +22,23 @@ import time
 _keep = {}
 
 
-def guard_parent(parent_pid, period=0.5):
-    """Exit this process when the notebook kernel that started it is gone.
+def guard_parent(parent_pid, remove=None, period=0.5):
+    """Exit this process when the notebook kernel that started it is gone,
+    first removing the directory `remove` (the cluster's temporary files).
 
-    A kernel killed with SIGKILL runs no atexit hook, so without this its
-    engines and controller would live on. A thread can do the watching
-    because gloo and NCCL release the GIL while they wait.
+    A kernel killed with SIGKILL, or killed because it did not exit within
+    its manager's grace period, runs no atexit hook, so without this its
+    engines, controller and files would live on. A thread can do the
+    watching because gloo and NCCL release the GIL while they wait.
     """
     def watch():
         while True:
             time.sleep(period)
             if not _alive(parent_pid):
                 _kill_children()
+                if remove:
+                    import shutil
+                    shutil.rmtree(remove, ignore_errors=True)
                 os._exit(1)
 
     threading.Thread(target=watch, name="ddpdemo-guard", daemon=True).start()

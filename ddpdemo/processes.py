@@ -47,10 +47,13 @@ class RankEngineSetLauncher(LocalEngineSetLauncher):
     launcher_class = RankEngineLauncher
 
 
-def guarded(module):
+def guarded(module, remove=None):
     """The command that starts an ipyparallel process under ddpdemo's
-    guard, which ends it if this kernel dies without cleaning up."""
-    return [sys.executable, "-m", "ddpdemo.guard", str(os.getpid()), module]
+    guard, which ends it (and removes `remove`) if this kernel dies
+    without cleaning up."""
+    extra = ["--remove", remove] if remove else []
+    return [sys.executable, "-m", "ddpdemo.guard", str(os.getpid()),
+            *extra, module]
 
 
 def pythonpath():
