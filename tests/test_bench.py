@@ -1,6 +1,5 @@
 """ddpdemo.bench's arithmetic and verdicts (its timings are measured by
 running it, never asserted in tests)."""
-import json
 import subprocess
 import sys
 
