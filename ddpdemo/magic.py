@@ -14,7 +14,9 @@ import hashlib
 import linecache
 import shlex
 
-_active = []   # the cluster the magic talks to: the last one started
+# Running clusters, oldest first: the magic talks to the last one started
+# that is still running, so stopping a second cluster hands it back.
+_active = []
 
 
 def register(cluster):
@@ -23,13 +25,15 @@ def register(cluster):
     shell = get_ipython()
     if shell is None:
         return
-    _active[:] = [cluster]
+    if cluster in _active:
+        _active.remove(cluster)
+    _active.append(cluster)
     shell.register_magic_function(ranks, "cell", "ranks")
 
 
 def unregister(cluster):
-    if _active and _active[0] is cluster:
-        _active.clear()
+    if cluster in _active:
+        _active.remove(cluster)
 
 
 _parser = argparse.ArgumentParser(prog="%%ranks", add_help=False)
@@ -48,7 +52,7 @@ def ranks(line, cell):
     # Registered so a hang report can quote the cell's stuck line.
     linecache.cache[filename] = (len(cell), None, cell.splitlines(True),
                                  filename)
-    values = _active[0].run_cell(cell, filename, timeout=args.timeout)
+    values = _active[-1].run_cell(cell, filename, timeout=args.timeout)
     for rank, value in enumerate(values):
         if value is not None:
             for text in value.splitlines():
