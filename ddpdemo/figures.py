@@ -10,6 +10,7 @@ Chapter-specific figures live beside the concept they draw (e.g. ring.py)
 and use `new_figure` and `rank_color` from here.
 """
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 def _show_in_notebooks():
     """Let IPython render a bare Figure as PNG, as pyplot's inline backend
@@ -53,28 +54,40 @@ def timeline(spans, title="", marks=()):
     spans: (rank, label, start, end) in seconds, e.g. "sleep" then
     "barrier" for each rank; marks: (rank, label, time) points, drawn as
     ticks. One row per rank, rank 0 on top; time starts at the earliest
-    span. Returns the figure.
+    span. Colour says the rank, hatching the label (legend below the
+    axes). A span shorter than 1% of the axis is drawn 1% wide, so that
+    a quick step (a read, a barrier nobody waited in) stays visible.
+    Returns the figure.
     """
     spans = list(spans)
     ranks = sorted({s[0] for s in spans} | {m[0] for m in marks})
-    t0 = min([s[2] for s in spans] + [m[2] for m in marks])
-    fig, axes = new_figure(height=0.8 + 0.5 * len(ranks))
+    times = [s[2] for s in spans] + [s[3] for s in spans] + [m[2] for m in
+                                                             marks]
+    t0 = min(times)
+    min_width = 0.01 * (max(times) - t0)
+    fig, axes = new_figure(height=1.3 + 0.55 * len(ranks))
     ax = axes[0, 0]
     labels = sorted({s[1] for s in spans}, key=[s[1] for s in spans].index)
     hatches = dict(zip(labels, ("", "///", "...", "xx", "\\\\")))
     for rank, label, start, end in spans:
-        ax.barh(rank, end - start, left=start - t0, height=0.6,
-                color=rank_color(rank), alpha=0.35 + 0.5 * (hatches[label] == ""),
-                hatch=hatches[label], edgecolor="black", linewidth=0.5,
-                label=label if rank == ranks[0] else None)
+        ax.barh(rank, max(end - start, min_width), left=start - t0,
+                height=0.6, color=rank_color(rank),
+                alpha=0.85 if hatches[label] == "" else 0.35,
+                hatch=hatches[label], edgecolor="black", linewidth=0.5)
     for rank, label, t in marks:
         ax.plot([t - t0] * 2, [rank - 0.4, rank + 0.4], color="black", lw=1.5)
         ax.annotate(label, (t - t0, rank - 0.42), fontsize=8, ha="center",
                     va="bottom")
     ax.set_yticks(ranks, [f"rank {r}" for r in ranks])
-    ax.invert_yaxis()
+    # room above each row for the marks' labels; rank 0 on top
+    ax.set_ylim(ranks[-1] + 0.5, ranks[0] - 0.5 - 0.35 * bool(marks))
     ax.set_xlabel("seconds")
     ax.set_title(title)
     if labels:
-        ax.legend(loc="lower right", fontsize=8)
+        # Grey swatches: the hatching names the step, whatever the rank.
+        handles = [Patch(facecolor="0.6", alpha=0.85 if hatches[l] == ""
+                         else 0.35, hatch=hatches[l], edgecolor="black",
+                         linewidth=0.5, label=l) for l in labels]
+        fig.legend(handles=handles, loc="outside lower center",
+                   ncol=len(labels), fontsize=8, frameon=False)
     return fig

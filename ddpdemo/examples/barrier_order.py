@@ -26,10 +26,12 @@ from ddpdemo.ordering import torch_distributed_zero_first
 
 PIECES = ("alpha\n", "beta\n", "gamma\n", "delta\n")
 PIECE_S = 0.1   # s: rank 0 pauses after each piece, like a slow download
+CONNECT_S = 0.3  # s: long enough for the others, even on a busy machine,
+                 # to look for the file before it exists
 
 
 def write_slowly(path):
-    time.sleep(PIECE_S)          # connecting: the file does not exist yet
+    time.sleep(CONNECT_S)        # connecting: the file does not exist yet
     with open(path, "w") as f:
         for piece in PIECES:
             f.write(piece)
