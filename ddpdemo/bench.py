@@ -227,7 +227,7 @@ def table(results):
         if isinstance(value, dict):
             for size, bw in value.items():
                 lines.append(f"{key + ' ' + human_size(int(size)):<28}"
-                             f"{bw:>14.3f}")
+                             f"{bw:>14.4g}")   # small sizes: 0.0002 GB/s
             continue
         target = ""
         if key in TARGETS:

@@ -31,6 +31,7 @@ def test_table_marks_missed_targets():
         "1024": 0.01, "67108864": 1.5}})
     assert "recover_s" in text and "MISSED" in text
     assert "64 MiB" in text and "1 KiB" in text
+    assert "0.01" in text   # small bandwidths keep their digits
 
 
 def test_torchrun_oneshot_runs(tmp_path):
