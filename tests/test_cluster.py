@@ -125,20 +125,16 @@ def test_exception_on_one_rank_raises_rank_error(cluster):
 def test_killed_engine_is_named_and_recovered(cluster):
     victim = engine_pids(cluster)[1]
 
-    def sleep_then_reduce():
-        import time
+    def die_on_rank_1():
+        import os
+        import signal
         import torch.distributed as dist
-        time.sleep(0.5)
+        if dist.get_rank() == 1:
+            os.kill(os.getpid(), signal.SIGKILL)   # as the OOM killer would
         dist.barrier()
 
-    def kill_later():
-        time.sleep(0.2)
-        os.kill(victim, signal.SIGKILL)
-
-    import threading
-    threading.Thread(target=kill_later).start()
     with pytest.raises(ddpdemo.RankError) as info:
-        cluster.run(sleep_then_reduce, timeout=10)
+        cluster.run(die_on_rank_1, timeout=10)
     # Rank 1 is named as killed; rank 0, whose barrier peer vanished, may
     # fail too (gloo reports the closed connection) or still be waiting.
     assert info.value.errors[1] == "process died (signal SIGKILL)"
