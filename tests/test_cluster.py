@@ -1,7 +1,6 @@
 """ddpdemo.cluster on real gloo groups: results, hangs, failures, inputs,
 isolation and clean-up. Each test is bounded by pytest-timeout."""
 import os
-import signal
 import subprocess
 import sys
 import textwrap
