@@ -58,6 +58,31 @@ def ipp_processes():
     return found
 
 
+def gone(pid, zombies_count=False):
+    """True once pid has exited; a zombie counts as exited only where no
+    one may reap it (engines orphaned by a killed kernel)."""
+    if not psutil.pid_exists(pid):
+        return True
+    try:
+        return zombies_count and \
+            psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_until_gone(pids, tmp=None, within=10, zombies_count=False):
+    """Poll (bounded) until every pid has exited and tmp is removed;
+    return the pids still there and whether tmp still exists."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        left = [p for p in pids if not gone(p, zombies_count)]
+        if not left and not (tmp and os.path.exists(tmp)):
+            break
+        time.sleep(0.1)
+    left = [p for p in pids if not gone(p, zombies_count)]
+    return left, bool(tmp and os.path.exists(tmp))
+
+
 def reference_sum(world_size):
     """Single-process reference for all_reduce(SUM)."""
     return sum(rank_tensor(r) for r in range(world_size))
@@ -216,11 +241,7 @@ def test_local_cluster_listens_on_loopback_only_and_leaves_nothing():
                 if conn.status == psutil.CONN_LISTEN:
                     addresses.add(conn.laddr.ip)
         assert addresses and addresses <= {"127.0.0.1", "::1"}
-    deadline = time.monotonic() + 10
-    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [p for p in pids if psutil.pid_exists(p)]
-    assert not os.path.exists(tmp)
+    assert wait_until_gone(pids, tmp) == ([], False)
 
 
 def test_engines_die_with_a_killed_kernel(tmp_path):
@@ -241,19 +262,9 @@ def test_engines_die_with_a_killed_kernel(tmp_path):
     finally:
         proc.kill()
         proc.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(
-            psutil.pid_exists(p) and psutil.Process(p).status() !=
-            psutil.STATUS_ZOMBIE for p in pids):
-        time.sleep(0.1)
-    alive = [p for p in pids if psutil.pid_exists(p)
-             and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-    assert alive == []
-    # SIGKILL skips atexit; the controller's guard removes the files.
-    deadline = time.monotonic() + 10
-    while os.path.exists(line[2]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not os.path.exists(line[2])
+    # SIGKILL skips atexit: the guards end the engines (orphans that
+    # nobody may reap stay zombies) and the controller's removes the files.
+    assert wait_until_gone(pids, line[2], zombies_count=True) == ([], False)
 
 
 def test_interpreter_exit_stops_everything(tmp_path):
@@ -267,14 +278,10 @@ def test_interpreter_exit_stops_everything(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True,
                          text=True, timeout=120).stdout.split()
     pids, tmp = [int(p) for p in out[:2]], out[2]
-    deadline = time.monotonic() + 10
-    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert [p for p in pids if psutil.pid_exists(p)] == []
-    assert not os.path.exists(tmp)
+    assert wait_until_gone(pids, tmp) == ([], False)
 
 
-def test_existing_profile_uses_its_engines_over_tcp(tmp_path):
+def test_existing_profile_uses_its_engines_over_tcp(tmp_path, monkeypatch):
     """profile=...: engines someone else started (ipcluster); rendezvous
     over TCP; a hang is reported, and the cluster says it cannot recover."""
     env = dict(os.environ, IPYTHONDIR=str(tmp_path))
@@ -282,8 +289,7 @@ def test_existing_profile_uses_its_engines_over_tcp(tmp_path):
     subprocess.run(ipcluster + ["start", "--n=2", "--profile=ddp",
                                 "--daemonize", "--ip=127.0.0.1"],
                    env=env, check=True, timeout=60)
-    old = os.environ.get("IPYTHONDIR")
-    os.environ["IPYTHONDIR"] = str(tmp_path)
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path))
     try:
         with ddpdemo.Cluster(world_size=2, backend="gloo", profile="ddp",
                              master_addr="127.0.0.1") as c:
@@ -294,10 +300,6 @@ def test_existing_profile_uses_its_engines_over_tcp(tmp_path):
             with pytest.raises(RuntimeError, match="cannot restart"):
                 c.run(all_reduce_example)
     finally:
-        if old is None:
-            del os.environ["IPYTHONDIR"]
-        else:
-            os.environ["IPYTHONDIR"] = old
         subprocess.run(ipcluster + ["stop", "--profile=ddp"], env=env,
                        timeout=60, capture_output=True)
 
@@ -321,8 +323,5 @@ def test_kernel_shutdown_stops_everything():
     text = "".join(m["content"].get("text", "") for m in outputs
                    if m["msg_type"] == "stream").split()
     pids, tmp = [int(p) for p in text[:2]], text[2]
-    deadline = time.monotonic() + 15
-    while any(psutil.pid_exists(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert [p for p in pids if psutil.pid_exists(p)] == []
-    assert not os.path.exists(tmp)
+    assert wait_until_gone(pids, tmp, within=15) == ([], False)
+
