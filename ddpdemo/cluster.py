@@ -10,6 +10,7 @@ the engines are then restarted and the group formed anew, because a
 timed-out gloo group is poisoned and a stuck gloo wait ignores SIGINT.
 """
 import atexit
+import glob
 import logging
 import os
 import shutil
@@ -254,12 +255,15 @@ class Cluster:
         for until the start timeout."""
         if self._ipp is None:
             return
-        for set_id, engine_set in list(self._ipp.engines.items()):
-            data = getattr(engine_set, "stop_data", None) or {}
-            if any(d and d.get("exit_code") for d in data.values()):
-                log = os.path.join(self._ipp.profile_dir, "log")
-                raise RuntimeError(f"an engine exited while starting "
-                                   f"({set_id}); its log is in {log}")
+        for set_id, code in processes.exited(dict(self._ipp.engines)):
+            # Quote the log: start() removes the directory it is in.
+            logs = glob.glob(os.path.join(self._ipp.profile_dir, "log",
+                                          f"ipengine-*-{set_id}-*.log"))
+            tail = open(logs[0]).read().splitlines()[-5:] if logs else []
+            raise RuntimeError("\n".join(
+                [f"an engine exited while starting ({set_id}, "
+                 f"{processes.describe_exit(code)}); its log ends:"]
+                + [f"    {line}" for line in tail]))
 
     def _apply(self, ids, fn, per_rank=None, **kwargs):
         """Call fn on engines `ids` (rank order), bounded, results listed."""
@@ -355,7 +359,11 @@ class Cluster:
         try:
             self._submit(engine.call, (_barrier, (), {}), 5.0)
         except (HangError, RankError):
-            self.reset()
+            # _submit has begun a restart if ranks were stuck or dead;
+            # starting another would kill those fresh engines.
+            if self._state not in ("restarting", "broken"):
+                self._begin_restart()
+            self._ready()
 
     def run(self, fn, *args, timeout=None, **kwargs):
         """Call fn(*args, **kwargs) on every rank; results in rank order.

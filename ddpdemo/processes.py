@@ -85,6 +85,17 @@ def kill(pids, wait=5.0):
             pass
 
 
+def exited(engine_sets):
+    """(engine set id, exit code) of every recorded engine that has ended.
+    ipyparallel's own `stop_data` is filled only by a loop callback that
+    may never run, so this reads what RankEngineLauncher recorded."""
+    return [(set_id, el.process.exit_code)
+            for set_id, es in engine_sets.items()
+            for el in getattr(es, "launchers", {}).values()
+            if getattr(getattr(el, "process", None), "exit_code", None)
+            is not None]
+
+
 def exit_code(engine_sets, pid, wait=2.0):
     """How the engine with this pid ended (negative: the signal), read
     from its launcher; None if it cannot be known within `wait` s."""

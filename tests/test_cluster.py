@@ -325,3 +325,59 @@ def test_kernel_shutdown_stops_everything():
     pids, tmp = [int(p) for p in text[:2]], text[2]
     assert wait_until_gone(pids, tmp, within=15) == ([], False)
 
+
+def test_engine_dying_at_start_fails_fast_and_quotes_its_log():
+    """Not the 60 s start timeout: a dead engine is noticed at once."""
+    before = set(ipp_processes())
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="exited while starting") as info:
+        ddpdemo.Cluster(world_size=2, backend="gloo", start_timeout=60,
+                        env={"PYTHONHOME": "/nonexistent"}).start()
+    assert time.monotonic() - start < 15
+    assert "process died (exit code 1)" in str(info.value)
+    assert "its log ends:" in str(info.value)
+    assert wait_until_gone(set(ipp_processes()) - before) == ([], False)
+
+
+def gloo_timeout_on_rank_0():
+    """Rank 0's barrier times out (rank 1 never comes): its gloo group is
+    poisoned, though every rank returned or raised."""
+    import datetime
+    import torch.distributed as dist
+    if dist.get_rank() == 0:
+        dist.barrier(timeout=datetime.timedelta(seconds=1))
+
+
+def count_restarts(cluster, monkeypatch):
+    restarts = []
+    begin = cluster._begin_restart
+    monkeypatch.setattr(cluster, "_begin_restart",
+                        lambda: (restarts.append(1), begin())[1])
+    return restarts
+
+
+def test_poisoned_group_is_replaced(cluster, monkeypatch):
+    with pytest.raises(ddpdemo.RankError) as info:
+        cluster.run(gloo_timeout_on_rank_0)
+    assert list(info.value.errors) == [0]
+    assert "Timed out" in info.value.errors[0]
+    restarts = count_restarts(cluster, monkeypatch)
+    assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
+    assert len(restarts) == 1
+
+
+def test_health_check_that_hangs_restarts_once(cluster, monkeypatch):
+    """A health check whose barrier hangs has already begun a restart in
+    _submit; a second one would kill the engines the first launched."""
+    cluster._state = "suspect"         # as after a rank raised
+    restarts = count_restarts(cluster, monkeypatch)
+    submit = cluster._submit
+
+    def hanging_once(*args):
+        monkeypatch.setattr(cluster, "_submit", submit)
+        cluster._begin_restart()       # what _submit does on a hang
+        raise ddpdemo.HangError([1], 5.0, 2)
+
+    monkeypatch.setattr(cluster, "_submit", hanging_once)
+    assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
+    assert len(restarts) == 1
