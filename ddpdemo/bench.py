@@ -52,45 +52,36 @@ def _lonely_barrier():
         dist.barrier()
 
 
-def _time_all_reduce(sizes, iters):
-    """Seconds per dist.all_reduce of float32 tensors of each size in bytes
-    (median over iters, after a warm-up), measured on this rank."""
-    import statistics
-    import time
+def _median_seconds(fn, nbytes, iters):
+    """Median seconds of fn(t), t a float32 tensor of nbytes, on this
+    rank: one warm-up call, then each timed call starts from a barrier so
+    the ranks start it together."""
     import torch
     import torch.distributed as dist
-    out = {}
-    for size in sizes:
-        t = torch.ones(size // 4)
-        dist.all_reduce(t)
-        times = []
-        for _ in range(iters):
-            dist.barrier()
-            start = time.perf_counter()
-            dist.all_reduce(t)
-            times.append(time.perf_counter() - start)
-        out[size] = statistics.median(times)
-    return out
+    t = torch.ones(nbytes // 4)
+    fn(t)
+    times = []
+    for _ in range(iters):
+        dist.barrier()
+        start = time.perf_counter()
+        fn(t)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _time_all_reduce(sizes, iters):
+    """Seconds per dist.all_reduce for each size in bytes, on this rank."""
+    import torch.distributed as dist
+    return {size: _median_seconds(dist.all_reduce, size, iters)
+            for size in sizes}
 
 
 def _time_ring_and_builtin(nbytes, iters):
-    import statistics
-    import time
-    import torch
     import torch.distributed as dist
-    from ddpdemo.ring import ring_all_reduce
-    result = {}
-    for name, fn in (("ring", ring_all_reduce), ("builtin", dist.all_reduce)):
-        t = torch.ones(nbytes // 4)
-        fn(t)
-        times = []
-        for _ in range(iters):
-            dist.barrier()
-            start = time.perf_counter()
-            fn(t)
-            times.append(time.perf_counter() - start)
-        result[name] = statistics.median(times)
-    return result
+    from .ring import ring_all_reduce
+    return {name: _median_seconds(fn, nbytes, iters)
+            for name, fn in (("ring", ring_all_reduce),
+                             ("builtin", dist.all_reduce))}
 
 
 def busbw(nbytes, seconds, world_size):

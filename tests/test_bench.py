@@ -43,3 +43,16 @@ def test_torchrun_oneshot_runs(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
 
 
+
+
+def test_rank_timers_measure_every_size_and_both_rings():
+    """What bench runs on the ranks: one positive median per size, for the
+    built-in all_reduce and for the hand-made ring."""
+    import ddpdemo
+    with ddpdemo.Cluster(world_size=2, backend="gloo") as cluster:
+        sizes = [1024, 2 ** 16]
+        per_rank = cluster.run(bench._time_all_reduce, sizes, 3)
+        rings = cluster.run(bench._time_ring_and_builtin, 2 ** 16, 3)
+    assert [sorted(p) for p in per_rank] == [sizes, sizes]
+    assert [sorted(p) for p in rings] == [["builtin", "ring"]] * 2
+    assert all(s > 0 for p in per_rank + rings for s in p.values())
