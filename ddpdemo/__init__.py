@@ -5,6 +5,9 @@ The package behind the book; each module says which chapter uses it.
 from .cluster import Cluster
 from .engine import current_device
 from .errors import HangError, RankError
+from .quote import cite, show_source
+from .scripts import torchrun
 
-__all__ = ["Cluster", "HangError", "RankError", "current_device"]
+__all__ = ["Cluster", "HangError", "RankError", "cite", "current_device",
+           "show_source", "torchrun"]
 __version__ = "0.1.0"

@@ -4,6 +4,7 @@ catch: some ranks never finish (HangError), or some ranks fail (RankError).
 Introduced in chapter 0; the deadlock chapters read their messages.
 """
 import linecache
+import os
 import re
 
 # Frames below the reader's code that every stack dump shares; showing
@@ -98,6 +99,18 @@ class HangError(TimeoutError):
         parts.append("The cluster restarts its engines and forms a new group "
                      "before the next run (variables on the ranks are lost).")
         return "\n".join(parts)
+
+    def summary(self):
+        """The first line of the message and, per stuck rank, the chain of
+        calls it is blocked in, one function a line (file names only): the
+        short form chapters 4 and 5 print."""
+        lines = [str(self).splitlines()[0]]
+        for rank in self.ranks:
+            lines.append(f"rank {rank} is blocked in:")
+            for path, _, func in self.stacks.get(rank) or []:
+                lines.append(f"    {func}()  "
+                             f"({os.path.basename(short_path(path))})")
+        return "\n".join(lines)
 
 
 class RankError(RuntimeError):

@@ -79,3 +79,13 @@ def test_rank_error_lists_each_rank_and_the_blocked_ones():
         "  rank 1: ValueError: bad",
         "  still running, probably waiting for them: ranks [2, 3] "
         "(the cluster restarts them)"]
+
+
+def test_hang_summary_lists_each_stuck_ranks_calls():
+    error = HangError([1], 5, 2, {1: parse_stack(DUMP)})
+    assert error.summary().splitlines() == [
+        str(error).splitlines()[0],
+        "rank 1 is blocked in:",
+        "    validate()  (<notebook cell>)",
+        "    wrapper()  (c10d_logger.py)",
+        "    barrier()  (distributed_c10d.py)"]

@@ -1,0 +1,88 @@
+"""Quoting the installed torch: what the book cannot run here (NCCL, GPUs,
+a behaviour it only describes) is backed by a line of the installed
+source, found again at every run, so a torch upgrade that changes the
+behaviour fails strict nbval instead of leaving a stale sentence behind.
+
+    cite("torch/distributed/run.py", "def _get_free_port")
+
+prints `torch/distributed/run.py:1012: def _get_free_port(...)` and raises
+LookupError if no line of that file holds the text any more. Used from
+chapter 0 on; `show_source` prints a function's installed source.
+"""
+import inspect
+import os
+import re
+
+import torch
+
+# site-packages (or wherever torch is installed): paths are quoted relative
+# to it, `torch/...`, so stored output holds no machine's directory.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))
+
+
+def _squash(text):
+    return " ".join(text.split())
+
+
+def find(path, *texts):
+    """(line number, line) of each text in the installed file `path`, each
+    searched after the previous one's line; whitespace runs compare equal.
+    Raises LookupError naming the text and file when one is missing."""
+    full = os.path.join(_ROOT, path)
+    try:
+        with open(full, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        raise LookupError(f"{path} is not part of the installed torch "
+                          f"{torch.__version__}") from None
+    found, start = [], 0
+    for text in texts:
+        want = _squash(text)
+        for number in range(start, len(lines)):
+            if want in _squash(lines[number]):
+                found.append((number + 1, lines[number].strip()))
+                start = number + 1
+                break
+        else:
+            raise LookupError(
+                f"{text!r} is no longer in {path} (torch "
+                f"{torch.__version__}): the claim this citation backs "
+                f"must be checked again")
+    return found
+
+
+def cite(path, *texts):
+    """Print `path:line: source` for each text (see `find`); returns the
+    line numbers. The citation is the claim's evidence: it fails loudly
+    when the installed torch no longer says it."""
+    found = find(path, *texts)
+    for number, line in found:
+        print(f"{path}:{number}: {line}")
+    return [number for number, _ in found]
+
+
+def show_source(fn, start=None, end=None, docstring=False):
+    """Print the installed source of `fn`, without its docstring unless
+    asked, from the first line containing `start` to the first line after
+    it containing `end` (both optional, both included). Slicing by text,
+    not by line numbers, so a changed function fails instead of printing
+    the wrong lines. Returns the printed text."""
+    source = inspect.getsource(fn)
+    if not docstring:
+        source = re.sub(r'\n(\s*)[rbu]?("""|\'\'\')[\s\S]*?\2[ \t]*(?=\n)',
+                        "", source, count=1)
+    lines = inspect.cleandoc("\n" + source).splitlines() \
+        if source.startswith((" ", "\t")) else source.splitlines()
+    first = _index(lines, start, 0, fn) if start else 0
+    last = _index(lines, end, first, fn) if end else len(lines) - 1
+    text = "\n".join(lines[first:last + 1])
+    print(text)
+    return text
+
+
+def _index(lines, text, begin, fn):
+    for i in range(begin, len(lines)):
+        if text in lines[i]:
+            return i
+    raise LookupError(f"{text!r} is not in the source of "
+                      f"{getattr(fn, '__qualname__', fn)}")
