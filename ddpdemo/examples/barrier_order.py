@@ -10,7 +10,9 @@ it as well as LOCAL_RANK):
 
 Add `--unordered` to drop the ordering and see the race: the other ranks
 read while rank 0 is still writing. Rank 0 writes its file in slow pieces,
-so the race shows every time. Output comes in rank order.
+so the race shows every time. `--both` runs the race, then the ordered
+pass, in one launch (chapter 4 shows both without starting torchrun
+twice). Output comes in rank order.
 """
 import argparse
 import contextlib
@@ -47,17 +49,9 @@ def read(path):
         return f.read().count("\n")
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--unordered", action="store_true")
-    args, _ = parser.parse_known_args()   # leaves --local-rank to launch
-    rank, world_size, device = launch.init()
-    # One directory for all ranks: rank 0 makes it and tells the others.
-    where = [tempfile.mkdtemp(prefix="ddpdemo-") if rank == 0 else None]
-    dist.broadcast_object_list(where, src=0)
-    path = os.path.join(where[0], "cache.txt")
-
-    order = (contextlib.nullcontext() if args.unordered
+def one_pass(rank, world_size, path, unordered):
+    """Rank 0 writes `path`, every rank reads it; print what each found."""
+    order = (contextlib.nullcontext() if unordered
              else torch_distributed_zero_first(rank))
     with order:
         start = time.time()
@@ -73,6 +67,25 @@ def main():
         f"found {found} of {len(PIECES)} pieces" if found is not None
         else "found no file",
         f"started after rank 0 had finished: {wrote_before}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--unordered", action="store_true")
+    parser.add_argument("--both", action="store_true")
+    args, _ = parser.parse_known_args()   # leaves --local-rank to launch
+    rank, world_size, device = launch.init()
+    # One directory for all ranks: rank 0 makes it and tells the others.
+    where = [tempfile.mkdtemp(prefix="ddpdemo-") if rank == 0 else None]
+    dist.broadcast_object_list(where, src=0)
+
+    passes = [True, False] if args.both else [args.unordered]
+    for unordered in passes:
+        if args.both and rank == 0:
+            print("without ordering:" if unordered
+                  else "with torch_distributed_zero_first:", flush=True)
+        name = "unordered.txt" if unordered else "ordered.txt"
+        one_pass(rank, world_size, os.path.join(where[0], name), unordered)
     dist.barrier()              # nobody reads any more: rank 0 cleans up
     if rank == 0:
         shutil.rmtree(where[0])
