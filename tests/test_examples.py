@@ -66,6 +66,23 @@ def test_barrier_order_unordered_shows_the_race():
     assert "[rank 1] found 4 of 4 pieces" not in lines
 
 
+def test_barrier_order_both_shows_the_race_then_the_order():
+    # Chapter 4 runs both passes in one launch.
+    out, _ = launch("barrier_order", "--both")
+    assert out.returncode == 0, out.stderr[-3000:]
+    race, ordered = out.stdout.split("with torch_distributed_zero_first:\n")
+    assert race.splitlines()[0] == "without ordering:"
+    assert "[rank 1] started after rank 0 had finished: False" in race
+    assert "[rank 1] found 4 of 4 pieces" not in race
+    assert ordered.splitlines() == [
+        "[rank 0] wrote the cache",
+        "[rank 0] found 4 of 4 pieces",
+        "[rank 0] started after rank 0 had finished: True",
+        "[rank 1] read the cache",
+        "[rank 1] found 4 of 4 pieces",
+        "[rank 1] started after rank 0 had finished: True"]
+
+
 def test_deadlock_example_fails_fast_naming_rank_0():
     out, elapsed = launch("val_dataloader_deadlock")
     assert out.returncode != 0
