@@ -260,24 +260,29 @@ if __name__ == "__main__":
 
 
 def fit_alpha_beta(sizes, seconds):
-    """Least-squares fit of the alpha-beta model T(n) = alpha + n * beta:
-    alpha, the fixed cost of a message (s); beta, seconds per byte."""
+    """Fit T(n) = c + n * beta to all_reduce times: c (s), the fixed cost
+    of one all_reduce, which the ring model calls 2(N-1) alpha (one alpha
+    per message, 2(N-1) messages); beta, seconds per byte. Least squares
+    on relative errors (weights 1/T), so that the small messages, whose
+    times are all c, weigh as much as the large ones. Chapter 7."""
     import numpy as np
-    beta, alpha = np.polyfit(np.asarray(sizes, float),
-                             np.asarray(seconds, float), 1)
-    return float(alpha), float(beta)
+    t = np.asarray(seconds, float)
+    beta, c = np.polyfit(np.asarray(sizes, float), t, 1, w=1 / t)
+    return float(c), float(beta)
 
 
-def plot_busbw(sizes, seconds, world_size, memcpy=None,
+def plot_busbw(sizes, runs, memcpy=None,
                title="all_reduce bus bandwidth against message size"):
-    """Bus bandwidth (nccl-tests' definition) per message size, measured,
-    with the memory-copy bound as a line. Chapter 7."""
+    """Bus bandwidth (nccl-tests' definition) per message size, one line
+    per run, runs = {world_size: seconds per size}, measured; with the
+    memory-copy bound as a line. Chapter 7."""
     from .figures import new_figure, rank_color
     fig, axes = new_figure(height=3.2)
     ax = axes[0, 0]
-    bw = [busbw(n, t, world_size) for n, t in zip(sizes, seconds)]
-    ax.plot(sizes, bw, marker="o", color=rank_color(0),
-            label=f"gloo all_reduce, {world_size} ranks")
+    for i, (world_size, seconds) in enumerate(runs.items()):
+        bw = [busbw(n, t, world_size) for n, t in zip(sizes, seconds)]
+        ax.plot(sizes, bw, marker="o", color=rank_color(i),
+                label=f"gloo all_reduce, {world_size} ranks")
     if memcpy:
         ax.axhline(memcpy, color="black", ls="--", lw=1,
                    label="memcpy on this machine")

@@ -30,7 +30,12 @@ def init_seeds(seed=0, deterministic=False):
     np.random.seed(seed)
     torch.manual_seed(seed)         # CPU and every CUDA device
     torch.backends.cudnn.deterministic = deterministic
-    torch.use_deterministic_algorithms(deterministic)
+    # Set only on a change: the setter's first call imports torch._dynamo
+    # (1 to 2 s per process), which init_seeds(0) on every rank need not pay.
+    if (torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled()) != (
+            deterministic, False):
+        torch.use_deterministic_algorithms(deterministic)
     if deterministic:
         torch.backends.cudnn.benchmark = False
         # cuBLAS needs a fixed workspace to be deterministic on CUDA >= 10.2

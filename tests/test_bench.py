@@ -56,3 +56,16 @@ def test_rank_timers_measure_every_size_and_both_rings():
     assert [sorted(p) for p in per_rank] == [sizes, sizes]
     assert [sorted(p) for p in rings] == [["builtin", "ring"]] * 2
     assert all(s > 0 for p in per_rank + rings for s in p.values())
+
+
+def test_fit_alpha_beta_finds_the_fixed_cost_of_small_messages():
+    # Small messages all cost c; a large one is off the line by 30%.
+    # Plain least squares would follow the large sizes and miss c; the
+    # fit on relative errors keeps it.
+    c, beta = 50e-6, 1e-9
+    sizes = [2 ** k for k in range(10, 25, 2)]
+    seconds = [c + n * beta for n in sizes]
+    seconds[-1] *= 1.3
+    fit_c, fit_beta = bench.fit_alpha_beta(sizes, seconds)
+    assert fit_c == pytest.approx(c, rel=0.2)
+    assert fit_beta == pytest.approx(beta, rel=0.5)

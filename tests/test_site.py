@@ -93,6 +93,19 @@ def test_build_is_clean(build):
         assert (html / f"{name}.html").is_file(), f"{name} was not built"
 
 
+def test_colab_install_line_uses_the_configured_repository(build):
+    """intro.md's Colab line installs from _config.yml's repository.url
+    (through a MyST substitution): the address is set in one place."""
+    _, html = build
+    config = (ROOT / "_config.yml").read_text()
+    url = yaml.safe_load(config)["repository"]["url"]
+    assert config.count(url) == 1
+    assert url not in (ROOT / "book" / "intro.md").read_text()
+    page = (html / "book" / "intro.html").read_text()
+    assert f"pip install git+{url}</code>" in page.replace(
+        '<span class="pre">', "").replace("</span>", "")
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
