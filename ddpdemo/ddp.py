@@ -98,7 +98,41 @@ def grad_ready_times(module):
     return times
 
 
+def weights(module):
+    """Each parameter, detached and on the CPU, by name."""
+    return {name: p.detach().cpu().clone()
+            for name, p in module.named_parameters()}
+
+
 def grads(module):
     """Each parameter's gradient, detached and on the CPU, by name."""
     return {name: p.grad.detach().cpu().clone()
             for name, p in module.named_parameters() if p.grad is not None}
+
+
+class TwoHeads(nn.Module):
+    """Chapter 9's model with a branch: `a` always, `b` only when asked,
+    so a step (or a rank) can leave `b`'s parameters without gradient."""
+
+    def __init__(self, n=4, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.a = nn.Linear(n, 2)
+        self.b = nn.Linear(n, 2)
+
+    def forward(self, x, use_b=True):
+        y = self.a(x)
+        return y + self.b(x) if use_b else y
+
+
+def count_collectives(fn, *args):
+    """Run fn(*args) under torch.profiler and count the c10d collectives
+    it issued, by name ("c10d::allreduce_": 2, ...): what a step costs
+    in messages, whatever the clock says. Returns (result, counts)."""
+    from collections import Counter
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        result = fn(*args)
+    counts = Counter(e.name for e in prof.events()
+                     if e.name.startswith("c10d::"))
+    return result, dict(sorted(counts.items()))
