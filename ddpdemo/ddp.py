@@ -20,7 +20,7 @@ def mlp(widths=(8, 16, 16, 4), seed=None, batchnorm=False, device=None):
     """Linear layers of the given widths with ReLU between them (and a
     BatchNorm1d after the first, if asked): small enough to check by
     hand, deep enough to have several gradient buckets. `seed` fixes the
-    initial weights (None: the generator's current state)."""
+    initial weights (None: the generator's current state). Chapter 8."""
     if seed is not None:
         torch.manual_seed(seed)
     layers = []
@@ -35,7 +35,8 @@ def mlp(widths=(8, 16, 16, 4), seed=None, batchnorm=False, device=None):
 
 def fingerprint(module):
     """One number per parameter and buffer (its sum), by name: equal
-    fingerprints on two ranks mean, for these checks, equal weights."""
+    fingerprints on two ranks mean, for these checks, equal weights.
+    Chapter 8."""
     return {name: round(t.detach().double().sum().item(), 6)
             for name, t in list(module.named_parameters())
             + list(module.named_buffers()) if t.is_floating_point()}
@@ -44,7 +45,8 @@ def fingerprint(module):
 class BucketRecorder:
     """State of the recording hook: the calls so far and the names of the
     parameters, looked up by tensor identity. `iteration` is advanced by
-    the caller (`next_iteration()`) so each call says which step it was."""
+    the caller (`next_iteration()`) so each call says which step it was.
+    Chapter 8."""
 
     def __init__(self, module):
         self.names = {id(p): name for name, p in module.named_parameters()}
@@ -62,7 +64,8 @@ class BucketRecorder:
 def recording_allreduce_hook(state, bucket):
     """A DDP comm hook (register_comm_hook): write down the bucket, then
     all_reduce it asynchronously and divide by the world size, which is
-    what DDP does without a hook. Returns the Future DDP waits for."""
+    what DDP does without a hook. Returns the Future DDP waits for.
+    Chapter 8 prints this function as the lesson."""
     call = {"iteration": state.iteration, "index": bucket.index(),
             "bytes": bucket.buffer().numel() * bucket.buffer().element_size(),
             "params": [state.names[id(p)] for p in bucket.parameters()],
@@ -82,7 +85,7 @@ def recording_allreduce_hook(state, bucket):
 
 def record_buckets(ddp_model):
     """Register the recording hook on a DDP model; returns its recorder.
-    Must be called before the first forward, on every rank."""
+    Must be called before the first forward, on every rank. Chapter 8."""
     recorder = BucketRecorder(ddp_model.module)
     ddp_model.register_comm_hook(recorder, recording_allreduce_hook)
     return recorder
@@ -90,7 +93,8 @@ def record_buckets(ddp_model):
 
 def grad_ready_times(module):
     """Note when each parameter's gradient is accumulated in backward:
-    returns a dict name -> perf_counter time, filled during backward."""
+    returns a dict name -> perf_counter time, filled during backward.
+    Chapter 8 (overlap)."""
     times = {}
     for name, p in module.named_parameters():
         p.register_post_accumulate_grad_hook(
@@ -99,20 +103,22 @@ def grad_ready_times(module):
 
 
 def weights(module):
-    """Each parameter, detached and on the CPU, by name."""
+    """Each parameter, detached and on the CPU, by name. Chapter 9."""
     return {name: p.detach().cpu().clone()
             for name, p in module.named_parameters()}
 
 
 def grads(module):
-    """Each parameter's gradient, detached and on the CPU, by name."""
+    """Each parameter's gradient, detached and on the CPU, by name.
+    Chapters 8 and 9."""
     return {name: p.grad.detach().cpu().clone()
             for name, p in module.named_parameters() if p.grad is not None}
 
 
 class TwoHeads(nn.Module):
     """Chapter 9's model with a branch: `a` always, `b` only when asked,
-    so a step (or a rank) can leave `b`'s parameters without gradient."""
+    so a step (or a rank) can leave `b`'s parameters without gradient.
+    Chapter 9."""
 
     def __init__(self, n=4, seed=0):
         super().__init__()
@@ -128,7 +134,8 @@ class TwoHeads(nn.Module):
 def count_collectives(fn, *args):
     """Run fn(*args) under torch.profiler and count the c10d collectives
     it issued, by name ("c10d::allreduce_": 2, ...): what a step costs
-    in messages, whatever the clock says. Returns (result, counts)."""
+    in messages, whatever the clock says. Returns (result, counts).
+    Chapters 8 (wrapping) and 9 (find_unused_parameters, objects)."""
     from collections import Counter
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU]) as prof:

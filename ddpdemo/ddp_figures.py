@@ -12,7 +12,8 @@ def buckets(layouts, title="Parameters in DDP's gradient buckets"):
     """One row per layout, each a list of buckets in the order DDP
     all-reduces them, each bucket a list of (parameter name, bytes).
     Parameters are drawn side by side, as wide as their gradients, in
-    the bucket's order; the colour says the bucket. Returns the figure."""
+    the bucket's order; the colour says the bucket. Returns the figure.
+    Chapter 8."""
     layouts = dict(layouts)
     fig, axes = new_figure(height=1.0 + 0.7 * len(layouts))
     ax = axes[0, 0]
@@ -44,7 +45,7 @@ def overlap(records, title="Backward and the buckets' all_reduce"):
     gradient) and all_reduce (a bar per bucket). Each rank's time starts
     at its own backward start (clocks of different processes are not
     compared); each bucket has a sub-row of its own, bucket 0 on top.
-    Returns the figure."""
+    Returns the figure. Chapter 8."""
     fig, axes = new_figure(height=1.0 + 1.1 * len(records))
     ax = axes[0, 0]
     labels = []
