@@ -18,6 +18,8 @@ EXAMPLES = sorted(p.stem for p in FOLDER.glob("*.py") if p.stem != "__init__")
 TESTED_BESIDE = {"all_reduce_sums": "test_collectives.py",
                  "reduce_mean_metrics": "test_metrics.py",
                  "seeds_mosaic": "test_seeding.py"}
+# Chapters 8 and 9's scripts, run by tests/test_ddp_examples.py.
+DDP_EXAMPLES = {"inside_ddp", "when_ddp_hangs"}
 BOUND = 60    # s: a 2-rank script takes ~10 s on a 2-core machine
 
 
@@ -38,7 +40,7 @@ def launch(module, *args, classic=False):
 
 def test_every_chapter_topic_has_a_tested_script():
     assert set(EXAMPLES) == set(TESTED_BESIDE) | {
-        "barrier_order", "val_dataloader_deadlock"}
+        "barrier_order", "val_dataloader_deadlock"} | DDP_EXAMPLES
     tests = pathlib.Path(__file__).parent
     for module, test_file in TESTED_BESIDE.items():
         text = (tests / test_file).read_text()

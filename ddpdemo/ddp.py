@@ -1,0 +1,145 @@
+"""What DistributedDataParallel communicates, observed from inside: a comm
+hook that records each gradient bucket as DDP hands it over, and the
+small models the DDP chapters wrap. Chapters 8 and 9.
+
+    recorder = record_buckets(ddp_model)      # every rank
+    ddp_model(x).sum().backward()
+    recorder.calls    # [{"iteration", "index", "bytes", "params", ...}]
+
+The hook does what DDP's default does (all_reduce, then divide by the
+world size), so training is unchanged; it only writes down what it saw.
+"""
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def mlp(widths=(8, 16, 16, 4), seed=None, batchnorm=False, device=None):
+    """Linear layers of the given widths with ReLU between them (and a
+    BatchNorm1d after the first, if asked): small enough to check by
+    hand, deep enough to have several gradient buckets. `seed` fixes the
+    initial weights (None: the generator's current state). Chapter 8."""
+    if seed is not None:
+        torch.manual_seed(seed)
+    layers = []
+    for i, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
+        layers.append(nn.Linear(n_in, n_out))
+        if batchnorm and i == 0:
+            layers.append(nn.BatchNorm1d(n_out))
+        if i < len(widths) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers).to(device or "cpu")
+
+
+def fingerprint(module):
+    """One number per parameter and buffer (its sum), by name: equal
+    fingerprints on two ranks mean, for these checks, equal weights.
+    Chapter 8."""
+    return {name: round(t.detach().double().sum().item(), 6)
+            for name, t in list(module.named_parameters())
+            + list(module.named_buffers()) if t.is_floating_point()}
+
+
+class BucketRecorder:
+    """State of the recording hook: the calls so far and the names of the
+    parameters, looked up by tensor identity. `iteration` is advanced by
+    the caller (`next_iteration()`) so each call says which step it was.
+    Chapter 8."""
+
+    def __init__(self, module):
+        self.names = {id(p): name for name, p in module.named_parameters()}
+        self.calls = []
+        self.iteration = 0
+
+    def next_iteration(self):
+        self.iteration += 1
+
+    def buckets(self, iteration):
+        """Calls of one iteration, in the order DDP made them."""
+        return [c for c in self.calls if c["iteration"] == iteration]
+
+
+def recording_allreduce_hook(state, bucket):
+    """A DDP comm hook (register_comm_hook): write down the bucket, then
+    all_reduce it asynchronously and divide by the world size, which is
+    what DDP does without a hook. Returns the Future DDP waits for.
+    Chapter 8 prints this function as the lesson."""
+    call = {"iteration": state.iteration, "index": bucket.index(),
+            "bytes": bucket.buffer().numel() * bucket.buffer().element_size(),
+            "params": [state.names[id(p)] for p in bucket.parameters()],
+            "sizes": [p.numel() * p.element_size()
+                      for p in bucket.parameters()],
+            "start": time.perf_counter()}
+    state.calls.append(call)
+    world_size = dist.get_world_size()
+    work = dist.all_reduce(bucket.buffer(), async_op=True)
+
+    def divide(fut):
+        call["end"] = time.perf_counter()
+        return fut.value()[0].div_(world_size)
+
+    return work.get_future().then(divide)
+
+
+def record_buckets(ddp_model):
+    """Register the recording hook on a DDP model; returns its recorder.
+    Must be called before the first forward, on every rank. Chapter 8."""
+    recorder = BucketRecorder(ddp_model.module)
+    ddp_model.register_comm_hook(recorder, recording_allreduce_hook)
+    return recorder
+
+
+def grad_ready_times(module):
+    """Note when each parameter's gradient is accumulated in backward:
+    returns a dict name -> perf_counter time, filled during backward.
+    Chapter 8 (overlap)."""
+    times = {}
+    for name, p in module.named_parameters():
+        p.register_post_accumulate_grad_hook(
+            lambda _, name=name: times.__setitem__(name, time.perf_counter()))
+    return times
+
+
+def weights(module):
+    """Each parameter, detached and on the CPU, by name. Chapter 9."""
+    return {name: p.detach().cpu().clone()
+            for name, p in module.named_parameters()}
+
+
+def grads(module):
+    """Each parameter's gradient, detached and on the CPU, by name.
+    Chapters 8 and 9."""
+    return {name: p.grad.detach().cpu().clone()
+            for name, p in module.named_parameters() if p.grad is not None}
+
+
+class TwoHeads(nn.Module):
+    """Chapter 9's model with a branch: `a` always, `b` only when asked,
+    so a step (or a rank) can leave `b`'s parameters without gradient.
+    Chapter 9."""
+
+    def __init__(self, n=4, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.a = nn.Linear(n, 2)
+        self.b = nn.Linear(n, 2)
+
+    def forward(self, x, use_b=True):
+        y = self.a(x)
+        return y + self.b(x) if use_b else y
+
+
+def count_collectives(fn, *args):
+    """Run fn(*args) under torch.profiler and count the c10d collectives
+    it issued, by name ("c10d::allreduce_": 2, ...): what a step costs
+    in messages, whatever the clock says. Returns (result, counts).
+    Chapters 8 (wrapping) and 9 (find_unused_parameters, objects)."""
+    from collections import Counter
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        result = fn(*args)
+    counts = Counter(e.name for e in prof.events()
+                     if e.name.startswith("c10d::"))
+    return result, dict(sorted(counts.items()))

@@ -1,0 +1,199 @@
+"""ddpdemo.ddp and ddpdemo.ddp_figures (chapters 8 and 9): the recording
+comm hook and the helpers, on a real 2-rank gloo group, each checked
+against a single-process reference; the figures on made-up records."""
+import sys
+
+import cloudpickle
+import pytest
+import torch
+
+import ddpdemo
+from ddpdemo.ddp import TwoHeads, fingerprint, grads, mlp
+from ddpdemo.ddp_figures import buckets, overlap
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+pytestmark = pytest.mark.timeout(180)
+
+WIDE = (64, 64, 64, 64, 64)     # four 64x64 layers: 16 640 bytes each
+X = torch.randn(8, 8, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=60) as c:
+        yield c
+
+
+# -- on the ranks -------------------------------------------------------
+def wrap_seeded_by_rank():
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(dist.get_rank())
+    model = mlp((4, 8, 2), batchnorm=True)
+    model[1].running_var.fill_(dist.get_rank() + 1.0)
+    before = fingerprint(model)
+    DDP(model)
+    return before, fingerprint(model)
+
+
+def step(hook, bucket_cap_mb=None, steps=3):
+    """Gradients after `steps` backward passes on this rank's half of X,
+    with or without the recording hook, and what the hook recorded."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from ddpdemo.ddp import record_buckets
+    rank = dist.get_rank()
+    model = DDP(mlp(WIDE if bucket_cap_mb else (8, 16, 4), seed=0),
+                bucket_cap_mb=bucket_cap_mb)
+    recorder = record_buckets(model) if hook else None
+    x = X[4 * rank:4 * rank + 4]
+    if bucket_cap_mb:
+        x = torch.randn(4, 64, generator=torch.Generator().manual_seed(rank))
+    for _ in range(steps):
+        if recorder:
+            recorder.next_iteration()
+        model.zero_grad()
+        model(x).pow(2).mean().backward()
+    calls = [{k: c[k] for k in ("iteration", "index", "bytes", "params")}
+             for c in recorder.calls] if recorder else None
+    return grads(model.module), calls
+
+
+def accumulate(k):
+    import contextlib
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from ddpdemo.ddp import record_buckets
+    model = DDP(mlp((8, 16, 4), seed=0))
+    recorder, counts = record_buckets(model), []
+    for i in range(2 * k):
+        last = i % k == k - 1
+        with contextlib.nullcontext() if last else model.no_sync():
+            model(X[:2]).sum().backward()
+        counts.append(len(recorder.calls))
+    return counts
+
+
+def timed():
+    import time
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from ddpdemo.ddp import grad_ready_times, record_buckets
+    model = mlp((32,) * 4, seed=0)
+    ddp_model = DDP(model, bucket_cap_mb=0.004)
+    recorder = record_buckets(ddp_model)
+    ddp_model(torch.ones(4, 32)).sum().backward()
+    recorder.next_iteration()
+    ready = grad_ready_times(model)
+    ddp_model(torch.ones(4, 32)).sum().backward()
+    return ready, recorder.buckets(1), time.perf_counter()
+
+
+def count_all_reduce():
+    import torch.distributed as dist
+    from ddpdemo.ddp import count_collectives
+    t = torch.ones(3)
+    return count_collectives(lambda: dist.all_reduce(t) or t.sum().item())
+
+
+# -- tests ---------------------------------------------------------------
+def test_mlp_is_seeded_and_places_batchnorm_after_the_first_layer():
+    a, b = mlp((4, 8, 2), seed=3), mlp((4, 8, 2), seed=3)
+    assert fingerprint(a) == fingerprint(b)
+    assert fingerprint(a) != fingerprint(mlp((4, 8, 2), seed=4))
+    kinds = [type(m).__name__ for m in mlp((4, 8, 8, 2), batchnorm=True)]
+    assert kinds == ["Linear", "BatchNorm1d", "ReLU", "Linear", "ReLU",
+                     "Linear"]
+
+
+def test_two_heads_leaves_b_without_gradient_when_unused():
+    model = TwoHeads()
+    model(torch.ones(2, 4), use_b=False).sum().backward()
+    assert set(grads(model)) == {"a.weight", "a.bias"}
+
+
+def test_wrapping_gives_every_rank_rank_0s_parameters_and_buffers(cluster):
+    (before0, after0), (before1, after1) = cluster.run(wrap_seeded_by_rank)
+    assert before0 != before1
+    assert before0["1.running_var"] != before1["1.running_var"]
+    assert after0 == after1 == before0
+
+
+def test_ddp_gradient_is_the_single_process_gradient_on_the_whole_batch(
+        cluster):
+    (g0, _), (g1, _) = cluster.run(step, False, steps=1)
+    reference = mlp((8, 16, 4), seed=0)
+    reference(X).pow(2).mean().backward()
+    for name, grad in grads(reference).items():
+        assert torch.equal(g0[name], g1[name])
+        torch.testing.assert_close(g0[name], grad, rtol=1e-5, atol=1e-7)
+
+
+def test_recording_hook_gives_the_gradients_ddp_gives_without_it(cluster):
+    plain = cluster.run(step, False)
+    hooked = cluster.run(step, True)
+    for (g, _), (h, calls) in zip(plain, hooked):
+        assert len(calls) == 3                  # one bucket a step
+        for name in g:
+            torch.testing.assert_close(h[name], g[name])
+
+
+def test_hook_sees_one_bucket_then_reversed_buckets_of_the_cap(cluster):
+    (_, calls0), (_, calls1) = cluster.run(step, True, 0.015)
+    assert calls0 == calls1
+    order = [n for n, _ in mlp(WIDE).named_parameters()]
+    first = [c for c in calls0 if c["iteration"] == 1]
+    assert [(c["index"], c["bytes"], c["params"]) for c in first] == [
+        (0, 4 * 16640, order)]
+    for step_ in (2, 3):
+        later = [c for c in calls0 if c["iteration"] == step_]
+        assert [c["index"] for c in later] == [0, 1, 2, 3]
+        assert all(c["bytes"] == 16640 for c in later)
+        assert sum((c["params"] for c in later), []) == order[::-1]
+
+
+def test_no_sync_makes_one_all_reduce_per_k_backward_passes(cluster):
+    assert cluster.run(accumulate, 3) == [[0, 0, 1, 1, 1, 2]] * 2
+
+
+def test_buckets_start_before_backward_ends_and_end_before_it_returns(
+        cluster):
+    for ready, calls, returned in cluster.run(timed):
+        assert len(ready) == 6 and len(calls) > 1
+        last_grad = max(ready.values())
+        assert all(c["start"] < last_grad for c in calls[:-1])
+        assert calls[-1]["start"] >= last_grad
+        assert all(c["end"] < returned for c in calls)
+
+
+def test_count_collectives_counts_one_all_reduce(cluster):
+    for value, counts in cluster.run(count_all_reduce):
+        assert value == 6.0 and counts == {"c10d::allreduce_": 1}
+
+
+# -- figures, single process --------------------------------------------
+def test_buckets_figure_draws_each_parameter_as_wide_as_its_gradient():
+    layout = {"one": [[("w", 100), ("b", 10)]],
+              "two": [[("w2", 50)], [("b2", 5), ("w1", 40)]]}
+    fig = buckets(layout)
+    widths = [p.get_width() for p in fig.axes[0].patches]
+    assert widths == [100, 10, 50, 5, 40]
+    lefts = [p.get_x() for p in fig.axes[0].patches]
+    assert lefts == [0, 100, 0, 50, 55]
+    # one colour per bucket, the same across rows
+    colors = [p.get_facecolor() for p in fig.axes[0].patches]
+    assert colors[0] == colors[1] == colors[2] != colors[3] == colors[4]
+
+
+def test_overlap_figure_puts_each_rank_on_its_own_clock():
+    records = [{"backward": (10.0, 10.5), "grads": {"a": 10.2, "b": 10.5},
+                "buckets": [{"index": 0, "start": 10.2, "end": 10.6},
+                            {"index": 1, "start": 10.5, "end": 10.7}]},
+               {"backward": (99.0, 99.4), "grads": {"a": 99.4},
+                "buckets": [{"index": 0, "start": 99.4, "end": 99.5}]}]
+    ax = overlap(records).axes[0]
+    bars = [(round(p.get_x(), 6), round(p.get_width(), 6))
+            for p in ax.patches]
+    assert bars == [(0.0, 0.5), (0.2, 0.4), (0.5, 0.2),
+                    (0.0, 0.4), (0.4, 0.1)]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "rank 0 gradients", "rank 0 all_reduce",
+        "rank 1 gradients", "rank 1 all_reduce"]
