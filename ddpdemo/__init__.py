@@ -2,7 +2,6 @@
 
 The package behind the book; each module says which chapter uses it.
 """
-from .cluster import Cluster
 from .engine import current_device
 from .errors import HangError, RankError
 from .quote import cite, show_source
@@ -11,3 +10,13 @@ from .scripts import torchrun
 __all__ = ["Cluster", "HangError", "RankError", "cite", "current_device",
            "show_source", "torchrun"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # Cluster brings in ipyparallel, IPython and zmq (~0.5 s of CPU); every
+    # rank of a torchrun script imports ddpdemo.launch, which needs none of
+    # them, so the cluster module loads on first use of ddpdemo.Cluster.
+    if name == "Cluster":
+        from .cluster import Cluster
+        return Cluster
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from .figures import new_figure, rank_color
-
 
 @dataclass
 class RingStats:
@@ -121,6 +119,9 @@ def plot_ring_steps(stats, title="ring all-reduce, step by step"):
     outlined, and boxes holding the final sum are filled. Returns the
     figure.
     """
+    # Imported here: the ranks of a torchrun script use the ring, not
+    # matplotlib.
+    from .figures import new_figure, rank_color
     n = len(stats)
     rows = len(stats[0].snapshots)
     final = stats[0].snapshots[-1]

@@ -74,7 +74,11 @@ def run_script(args, cwd=None):
                           cwd=cwd, timeout=TORCHRUN_TIMEOUT)
 
 
-def expected_lines(world_size, source):
+def expected_lines(world_size, source, stdout):
+    # The port is the launcher's choice: one for the whole job, and a free
+    # one, not the old fixed 29500 (chapter 1).
+    port = int(stdout.split()[-1])
+    assert port != 29500
     total = sum(start(r) for r in range(world_size)).tolist()
     lines = []
     for rank in range(world_size):
@@ -82,7 +86,8 @@ def expected_lines(world_size, source):
                   f"[rank {rank}] backend     gloo on cpu",
                   f"[rank {rank}] before      {start(rank).tolist()}",
                   f"[rank {rank}] all_reduce  {total}",
-                  f"[rank {rank}] ring        {total}, sent 16 of 16 bytes"]
+                  f"[rank {rank}] ring        {total}, sent 16 of 16 bytes",
+                  f"[rank {rank}] master      port {port}"]
     return lines
 
 
@@ -92,7 +97,7 @@ def test_all_reduce_sums_under_torchrun():
                        "-m", "ddpdemo.examples.all_reduce_sums"])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == expected_lines(
-        2, lambda rank: f"LOCAL_RANK={rank}")
+        2, lambda rank: f"LOCAL_RANK={rank}", proc.stdout)
 
 
 def test_all_reduce_sums_under_classic_launch_with_local_rank_argument():
@@ -103,4 +108,5 @@ def test_all_reduce_sums_under_classic_launch_with_local_rank_argument():
     assert proc.returncode == 0, proc.stderr
     assert "torch.distributed.launch is deprecated" in proc.stderr
     assert proc.stdout.splitlines() == expected_lines(
-        2, lambda rank: f"--local-rank={rank} and LOCAL_RANK={rank}")
+        2, lambda rank: f"--local-rank={rank} and LOCAL_RANK={rank}",
+        proc.stdout)

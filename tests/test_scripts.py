@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from ddpdemo.scripts import run_command, torchrun
+from ddpdemo.scripts import run_command, run_together, torchrun
 
 
 def test_torchrun_prints_command_output_and_status(capsys):
@@ -31,3 +31,30 @@ def test_a_script_that_hangs_is_bounded():
     with pytest.raises(subprocess.TimeoutExpired):
         run_command("python", "-c", "import time; time.sleep(30)",
                     timeout=1)
+
+
+def test_commands_run_together_at_once_and_print_in_order(capsys, tmp_path):
+    # Each command waits until both have started (a file each): run one
+    # after the other, the first would fail.
+    script = tmp_path / "both.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "open(sys.argv[1], 'w').close()\n"
+        "give_up = time.monotonic() + 20\n"
+        "while not all(os.path.exists(f) for f in sys.argv[1:3]):\n"
+        "    assert time.monotonic() < give_up, 'not started together'\n"
+        "    time.sleep(0.01)\n"
+        "print('ran', sys.argv[1][-1])\n")
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    done = run_together(("python", str(script), a, b),
+                        ("python", str(script), b, a), timeout=60)
+    out = capsys.readouterr().out.splitlines()
+    assert [d.returncode for d in done] == [0, 0]
+    assert out == [f"$ python {script} {a} {b}", "ran a", "exit status: 0",
+                   f"$ python {script} {b} {a}", "ran b", "exit status: 0"]
+
+
+def test_commands_run_together_are_bounded():
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_together(("python", "-c", "import time; time.sleep(30)"),
+                     ("python", "-c", "pass"), timeout=1)

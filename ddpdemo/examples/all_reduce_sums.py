@@ -10,7 +10,8 @@ an argument (ddpdemo.launch reads it, or torchrun's LOCAL_RANK):
 
 gloo on CPU, NCCL when every rank has a GPU. Rank r starts with
 arange(2) + 1 + 2r; after dist.all_reduce every rank holds the column sums
-(on 2 ranks: [1, 2] + [3, 4] = [4, 6]). Output comes in rank order.
+(on 2 ranks: [1, 2] + [3, 4] = [4, 6]). Output comes in rank order; the
+last line is the port the launcher gave the group (MASTER_PORT).
 """
 import os
 import sys
@@ -56,7 +57,8 @@ def main():
         f"before      {before}",
         f"all_reduce  {tensor.tolist()}",
         f"ring        {ring.tolist()}, sent {stats.bytes_sent} of "
-        f"{stats.tensor_bytes} bytes")
+        f"{stats.tensor_bytes} bytes",
+        f"master      port {os.environ.get('MASTER_PORT')}")
     launch.finish()
 
 
