@@ -4,8 +4,9 @@ others wait, then all go on. Chapters 4 and 5.
     with torch_distributed_zero_first(rank):
         dataset = build_dataset()    # rank 0 first, then every other rank
 
-`torch_distributed_zero_first` is YOLOv5's context manager, line for line:
-ranks other than 0 wait in a barrier *before* the block, rank 0 enters a
+`torch_distributed_zero_first` is the context manager as the source post
+(and YOLOv5 at the time) wrote it; current YOLOv5 takes `local_rank` and
+passes `device_ids` to its barriers (chapter 4). Ranks other than 0 wait in a barrier *before* the block, rank 0 enters a
 barrier *after* it, and the two barriers meet. `rank = -1` means "not
 distributed" and takes no barrier at all. Every rank of the group must
 enter the `with` block, or rank 0 waits after it forever (chapter 5).
@@ -24,7 +25,7 @@ import torch.distributed as dist
 def torch_distributed_zero_first(rank):
     """Make every rank wait while rank 0 runs the block first.
 
-    As in YOLOv5 (utils/torch_utils.py). `rank` is this process's rank, or
+    As the source post wrote it. `rank` is this process's rank, or
     -1 when not distributed. Not exception-safe: see the module docstring.
     """
     if rank not in [-1, 0]:
