@@ -5,9 +5,9 @@ others wait, then all go on. Chapters 4 and 5.
         dataset = build_dataset()    # rank 0 first, then every other rank
 
 `torch_distributed_zero_first` is the context manager as the source post
-(and YOLOv5 at the time) wrote it; current YOLOv5 takes `local_rank` and
-passes `device_ids` to its barriers (chapter 4). Ranks other than 0 wait in a barrier *before* the block, rank 0 enters a
-barrier *after* it, and the two barriers meet. `rank = -1` means "not
+wrote it (current YOLOv5 takes `local_rank` and passes `device_ids` to its
+barriers; chapter 4). Ranks other than 0 wait in a barrier *before* the
+block, rank 0 enters a barrier *after* it, and the two barriers meet. `rank = -1` means "not
 distributed" and takes no barrier at all. Every rank of the group must
 enter the `with` block, or rank 0 waits after it forever (chapter 5).
 
