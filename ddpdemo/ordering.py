@@ -7,8 +7,8 @@ others wait, then all go on. Chapters 4 and 5.
 `torch_distributed_zero_first` is the context manager as the source post
 wrote it (current YOLOv5 takes `local_rank` and passes `device_ids` to its
 barriers; chapter 4). Ranks other than 0 wait in a barrier *before* the
-block, rank 0 enters a barrier *after* it, and the two barriers meet. `rank = -1` means "not
-distributed" and takes no barrier at all. Every rank of the group must
+block, rank 0 enters a barrier *after* it, and the two barriers meet.
+`rank = -1` means "not distributed" and takes no barrier at all. Every rank of the group must
 enter the `with` block, or rank 0 waits after it forever (chapter 5).
 
 If rank 0 raises inside the block, its barrier is never reached and the
