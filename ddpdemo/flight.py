@@ -101,7 +101,6 @@ def arm(rank, spec):
                 answer = record(stacks=False)
             except Exception as exc:   # say why, rather than stay silent
                 answer = {"rank": rank, "error": repr(exc)}
-            answer.pop("raw", None)
             store.set(f"answer/{n}/{rank}", pickle.dumps(answer))
             n += 1
 
@@ -142,15 +141,45 @@ def ledger(spec, world_size, dead=()):
         return None
 
 
-def write_dumps(records, directory, prefix="rank_"):
+def write_dumps(records, directory, prefix="rank_", name_group=False):
     """Write each rank's raw dump as `<prefix><rank>`, the layout torch's
     analyzer (`python -m torch.distributed.flight_recorder.fr_trace`)
-    reads. Returns the paths."""
+    reads; with name_group, first add the entry `name_default_group`
+    adds. Returns the paths."""
     os.makedirs(directory, exist_ok=True)
     paths = []
     for rec in records:
         path = os.path.join(directory, f"{prefix}{rec['rank']}")
+        raw = rec["raw"]
+        if name_group:
+            raw = pickle.dumps(name_default_group(pickle.loads(raw)))
         with open(path, "wb") as f:
-            f.write(rec["raw"])
+            f.write(raw)
         paths.append(path)
     return paths
+
+
+def name_default_group(dump):
+    """A gloo dump lists its default group in `pg_config` under the empty
+    name "", while its entries name it "0" (torch 2.13); the analyzer
+    looks groups up by the entries' name. Add the group under that name,
+    with the ranks the dump gives it. Returns a new dump."""
+    config = dict(dump["pg_config"])
+    for entry in dump["entries"]:
+        name, desc = entry["process_group"]
+        if name not in config and "" in config:
+            config[name] = dict(config[""], name=name, desc=desc)
+    return dict(dump, pg_config=config)
+
+
+def analyze(directory, *args):
+    """Run torch's offline analyzer on `directory` in this process, as
+    `python -m torch.distributed.flight_recorder.fr_trace DIR -p rank_`
+    would (its report goes to its logger, on stderr). Its loader turns the
+    garbage collector off and leaves it off; we turn it back on."""
+    import gc
+    from torch.distributed.flight_recorder import fr_trace
+    try:
+        fr_trace.main([directory, "-p", "rank_", *args])
+    finally:
+        gc.enable()

@@ -118,9 +118,26 @@ class Ledger:
         if self.silent:
             return (f"{_ranks(self.silent)} did not answer; the others "
                     f"agree up to collective #{top}.")
+        if not top:
+            return "no collectives recorded yet."
         return (f"no divergence: every rank recorded the same collectives, "
-                f"#{first} to #{top}." if top else
-                "no collectives recorded yet.")
+                f"#{first} to #{top}, in the same order."
+                + self._sites_differ(first, top))
+
+    def _sites_differ(self, first, top):
+        """Collectives pair by sequence number, whatever called them: say
+        where one number joined different call sites (when recorded)."""
+        for seq in range(first, top + 1):
+            sites = {}
+            for r, es in self.by_rank.items():
+                e = next((e for e in es if e["seq"] == seq), None)
+                if e is not None and e["site"]:
+                    sites.setdefault(e["site"], []).append(r)
+            if len(sites) > 1:
+                return (f" But #{seq} paired different call sites: "
+                        + ", ".join(f"{s} on {_ranks(rs)}"
+                                    for s, rs in sites.items()) + ".")
+        return ""
 
     # -- the view ---------------------------------------------------------
     def table(self, shown=SHOWN):
@@ -164,7 +181,10 @@ class Ledger:
         lines = [f"Flight Recorder ledger"
                  f"{' (' + backend + ')' if backend else ''}:"]
         lines += ["  " + row for row in self.table()]
-        lines.append("first divergence: " + self.divergence)
+        diverged = not self.divergence.startswith(("no ", "the Flight"))
+        sentence = self.divergence[0].upper() + self.divergence[1:]
+        lines.append(("First divergence: " + self.divergence) if diverged
+                     else sentence)
         return "\n".join(lines)
 
     def __repr__(self):

@@ -63,7 +63,21 @@ def test_agreeing_ranks_and_a_trimmed_ring(recorded):
     del records[1]["dump"]["entries"][0]      # rank 1 forgot #1 (ring)
     assert Ledger(2, records).divergence == (
         "no divergence: every rank recorded the same collectives, "
-        "#2 to #2.")
+        "#2 to #2, in the same order.")
+
+
+def test_same_numbers_from_different_call_sites_are_named(recorded):
+    records = copy.deepcopy(recorded["lonely"])
+    del records[0]["dump"]["entries"][2]
+    for rank, caller in ((0, "validate"), (1, "checkpoint")):
+        records[rank]["dump"]["entries"][1]["frames"] = [
+            {"name": "barrier", "filename": "/v/site-packages/torch/d.py"},
+            {"name": caller, "filename": "/home/me/train.py"}]
+    ledger = Ledger(2, records)
+    assert ledger.divergence.endswith(
+        "But #2 paired different call sites: validate on rank 0, "
+        "checkpoint on rank 1.")
+    assert "barrier @ validate" in ledger.table()[2]
 
 
 def test_dead_and_silent_ranks_and_the_recorder_off(recorded):
@@ -76,7 +90,7 @@ def test_dead_and_silent_ranks_and_the_recorder_off(recorded):
     for rec in off.values():
         rec["buffer_size"] = 0
     text = str(Ledger(2, off))
-    assert "the Flight Recorder is off on ranks [0, 1]" in text
+    assert "The Flight Recorder is off on ranks [0, 1]" in text
     assert "#" not in text           # no (empty) table
 
 
@@ -128,7 +142,7 @@ def test_four_ranks_middle_rank_stuck_then_mismatch_then_dead():
             "rank 2 reached collective #2 (barrier), which ranks [0, 1, 3] "
             "never called: rank 0 stopped at #1 (all_reduce); rank 1 "
             "stopped at #1 (all_reduce); rank 3 stopped at #1 (all_reduce).")
-        assert "first divergence:" in str(info.value)
+        assert "First divergence: rank 2 reached" in str(info.value)
         with pytest.raises(ddpdemo.HangError) as info:
             cluster.run(_mismatch, timeout=2)
         assert info.value.ledger.divergence == (
@@ -162,6 +176,6 @@ def test_recorder_off_says_so():
                          flight_recorder=0) as cluster:
         cluster.run(_lonely, -1)
         text = str(cluster.ledger())
-        assert "the Flight Recorder is off on ranks [0, 1]" in text
+        assert "The Flight Recorder is off on ranks [0, 1]" in text
     with pytest.raises(ValueError, match="flight_recorder"):
         ddpdemo.Cluster(world_size=2, flight_recorder=-1)
