@@ -175,11 +175,83 @@ def name_default_group(dump):
 def analyze(directory, *args):
     """Run torch's offline analyzer on `directory` in this process, as
     `python -m torch.distributed.flight_recorder.fr_trace DIR -p rank_`
-    would (its report goes to its logger, on stderr). Its loader turns the
-    garbage collector off and leaves it off; we turn it back on."""
+    would. Its report goes to its logger (stderr), and is returned as a
+    list of lines too. Its loader turns the garbage collector off and
+    leaves it off; we turn it back on."""
     import gc
+    import logging
     from torch.distributed.flight_recorder import fr_trace
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.extend(self.format(record).splitlines())
+
+    lines, keep = [], Keep()
+    log = logging.getLogger("Flight Recorder")   # fr_logger's name
+    log.addHandler(keep)
     try:
         fr_trace.main([directory, "-p", "rank_", *args])
     finally:
+        log.removeHandler(keep)
         gc.enable()
+    return lines
+
+
+def _all_reduce_once():
+    import torch
+    import torch.distributed as dist
+    t = torch.arange(2) + 1 + 2 * dist.get_rank()
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def _small_all_reduces(iters):
+    """Median seconds of one 8-byte all_reduce on this rank, where the
+    recorder's per-collective cost is the largest share."""
+    import statistics
+    import torch
+    import torch.distributed as dist
+    t, times = torch.ones(2), []
+    for _ in range(iters):
+        start = time.perf_counter()
+        dist.all_reduce(t)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def overhead(world_size=4, reruns=15, iters=200):
+    """The recorder's cost, for ddpdemo.bench: two clusters side by side,
+    recorder on (torch's default size) and off, measured in alternation so
+    load on the machine falls on both alike. Medians: the notebook's rerun
+    of a 4-rank all_reduce (ms) and one small all_reduce inside the ranks
+    (us, the slowest rank's)."""
+    import statistics
+    from .cluster import Cluster
+    sizes = {"on": DEFAULT_BUFFER, "off": 0}
+    clusters = {k: Cluster(world_size, backend="gloo", timeout=60,
+                           flight_recorder=v) for k, v in sizes.items()}
+    runs = {k: [] for k in sizes}
+    inner = {k: [] for k in sizes}
+    try:
+        for c in clusters.values():
+            c.start()
+            c.run(_small_all_reduces, 20)                  # warm up
+        for _ in range(reruns):
+            for k, c in clusters.items():
+                start = time.perf_counter()
+                c.run(_all_reduce_once)
+                runs[k].append(time.perf_counter() - start)
+        for _ in range(3):
+            for k, c in clusters.items():
+                inner[k].append(max(c.run(_small_all_reduces, iters)))
+    finally:
+        for c in clusters.values():
+            c.stop()
+    r = {}
+    for k in sizes:
+        r[f"rerun_ms_fr_{k}"] = statistics.median(runs[k]) * 1e3
+        r[f"allreduce_us_fr_{k}"] = statistics.median(inner[k]) * 1e6
+    r["fr_rerun_ratio"] = r["rerun_ms_fr_on"] / r["rerun_ms_fr_off"]
+    r["fr_allreduce_ratio"] = (r["allreduce_us_fr_on"]
+                               / r["allreduce_us_fr_off"])
+    return r
