@@ -179,3 +179,18 @@ def test_recorder_off_says_so():
         assert "The Flight Recorder is off on ranks [0, 1]" in text
     with pytest.raises(ValueError, match="flight_recorder"):
         ddpdemo.Cluster(world_size=2, flight_recorder=-1)
+
+
+def test_torchs_analyzer_needs_the_default_group_named(recorded, tmp_path):
+    # torch 2.13's fr_trace looks entries' group "0" up in pg_config, where
+    # gloo's dump lists it under "": KeyError, until the name is added.
+    from ddpdemo import flight
+    records = [dict(rec, raw=pickle.dumps(rec["dump"]))
+               for rec in recorded["lonely"].values()]
+    flight.write_dumps(records, str(tmp_path / "raw"))
+    with pytest.raises(KeyError, match="'0', 0"):
+        flight.analyze(str(tmp_path / "raw"))
+    flight.write_dumps(records, str(tmp_path / "named"), name_group=True)
+    report = flight.analyze(str(tmp_path / "named"))
+    assert "Not all ranks joining collective, sequence number: 3" in report
+    assert "missing ranks: {1}" in report
