@@ -251,7 +251,8 @@ class Cluster:
             self.backend, r, self.world_size, self.group_timeout),
             **store)
         self._flight = flight.store_spec(**store)                # flight hook
-        self._apply(self._ids, flight.arm, per_rank=lambda r: (r, self._flight))
+        self._apply(self._ids, flight.arm,
+                    per_rank=lambda r: (r, self._flight))
         self._state = "ready"
         if _in_ipython():
             self._rc[self._ids].activate()
@@ -426,12 +427,6 @@ class Cluster:
         self._ready()
         records = self._apply(self._ids, flight.record)
         return Ledger(self.world_size, dict(enumerate(records)))
-
-    def dumps(self):
-        """Each rank's raw Flight Recorder dump (what `flight.write_dumps`
-        writes for torch's analyzer), in rank order."""
-        self._ready()
-        return self._apply(self._ids, flight.record)
 
     def _is_alive(self, rank):
         """Remote ranks' processes cannot be seen from here: assume alive

@@ -142,8 +142,8 @@ class Ledger:
     # -- the view ---------------------------------------------------------
     def table(self, shown=SHOWN):
         """The last `shown` collective numbers, one row each, one column a
-        rank: `op sizes dtypes [pending] @ site`; `-` where a rank has no
-        such collective."""
+        rank: `op sizes dtypes [state] [(pending)] [@ site]`; `-` where a
+        rank has no such collective."""
         ledgers = self.by_rank
         top = max((e[-1]["seq"] for e in ledgers.values() if e), default=0)
         if not top:
@@ -160,8 +160,10 @@ class Ledger:
             cells = []
             for seq in seqs:
                 e = next((e for e in ledgers[r] if e["seq"] == seq), None)
+                # gloo leaves every state at "scheduled"; NCCL moves it on
                 cells.append("-" if e is None else " ".join(filter(None, [
                     e["op"], e["what"],
+                    "" if e["state"] == "scheduled" else e["state"],
                     "" if e["retired"] else "(pending)",
                     f"@ {e['site']}" if e["site"] else ""])))
             columns[r] = cells

@@ -194,3 +194,9 @@ def test_torchs_analyzer_needs_the_default_group_named(recorded, tmp_path):
     report = flight.analyze(str(tmp_path / "named"))
     assert "Not all ranks joining collective, sequence number: 3" in report
     assert "missing ranks: {1}" in report
+
+
+def test_a_state_other_than_scheduled_is_shown(recorded):
+    records = copy.deepcopy(recorded["lonely"])
+    records[0]["dump"]["entries"][2]["state"] = "started"   # as NCCL would
+    assert "barrier started (pending)" in Ledger(2, records).table()[-1]
