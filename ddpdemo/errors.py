@@ -132,8 +132,8 @@ class RankError(RuntimeError):
         if self.blocked:
             lines.append(f"  still running, probably waiting for them: "
                          f"{_ranks(self.blocked)} (the cluster restarts them)")
-        if ledger is not None:                               # flight hook
-            lines.append(str(ledger))
+        if ledger is not None and ledger.diverged:           # flight hook
+            lines.append(str(ledger))   # a plain exception: no table
         super().__init__("\n".join(lines))
 
 

@@ -177,16 +177,21 @@ class Ledger:
                 columns[r][i].ljust(width[r]) for r in columns)).rstrip())
         return rows
 
+    @property
+    def diverged(self):
+        """True when the sentence names a divergence or a dead rank."""
+        return bool(self.dead) or not self.divergence.startswith(
+            ("no ", "the Flight"))
+
     def __str__(self):
         backend = next((es[0]["backend"] for es in self.by_rank.values()
                         if es), None)
         lines = [f"Flight Recorder ledger"
                  f"{' (' + backend + ')' if backend else ''}:"]
         lines += ["  " + row for row in self.table()]
-        diverged = not self.divergence.startswith(("no ", "the Flight"))
         sentence = self.divergence[0].upper() + self.divergence[1:]
-        lines.append(("First divergence: " + self.divergence) if diverged
-                     else sentence)
+        lines.append(("First divergence: " + self.divergence)
+                     if self.diverged and not self.dead else sentence)
         return "\n".join(lines)
 
     def __repr__(self):

@@ -200,3 +200,17 @@ def test_a_state_other_than_scheduled_is_shown(recorded):
     records = copy.deepcopy(recorded["lonely"])
     records[0]["dump"]["entries"][2]["state"] = "started"   # as NCCL would
     assert "barrier started (pending)" in Ledger(2, records).table()[-1]
+
+
+def test_rank_error_shows_the_ledger_only_when_it_says_something(recorded):
+    from ddpdemo.errors import HangError, RankError
+    agree = copy.deepcopy(recorded["lonely"])
+    del agree[0]["dump"]["entries"][2]
+    quiet = RankError({0: "ValueError: x"}, ledger=Ledger(2, agree))
+    assert "Flight Recorder" not in str(quiet) and quiet.ledger is not None
+    loud = RankError({0: "ValueError: x"},
+                     ledger=Ledger(2, recorded["mismatch"]))
+    assert "First divergence: the ranks disagree at collective #1" in \
+        str(loud)
+    hang = HangError([0], 2, 2, ledger=Ledger(2, agree))
+    assert "No divergence" in str(hang)     # a hang always shows it
