@@ -21,7 +21,7 @@ import tempfile
 import time
 import weakref
 
-from . import engine, processes, watch
+from . import engine, flight, processes, watch
 from .errors import HangError, RankError
 from .progress import Progress
 
@@ -77,12 +77,14 @@ class Cluster:
     "ssh", ...), or profile: the name of a running ipyparallel cluster.
     rendezvous: "file" (local default: a FileStore in a private temporary
     directory, no listener) or "tcp" (rank 0 opens a TCPStore on port 0).
+    flight_recorder: entries in each rank's Flight Recorder (0: off).
     """
 
     def __init__(self, world_size=2, backend="auto", timeout=30.0, *,
                  engines="local", profile=None, rendezvous=None,
                  master_addr=None, group_timeout=None, env=None,
-                 start_timeout=START_TIMEOUT, **ipp_kwargs):
+                 start_timeout=START_TIMEOUT,
+                 flight_recorder=flight.DEFAULT_BUFFER, **ipp_kwargs):
         _check_args(world_size, backend, timeout)
         _check_timeout(start_timeout)
         self.local = profile is None and engines == "local"
@@ -103,6 +105,8 @@ class Cluster:
         self.backend = self._choose_backend(backend)
         self._engines, self._profile = engines, profile
         self._env, self._ipp_kwargs = dict(env or {}), ipp_kwargs
+        self._env.update(flight.env(flight_recorder))   # flight hook
+        self._flight = None
         self._ipp = self._rc = self._tmp = None
         self._ids, self._pids, self._seen = [], [], set()
         self._generation = 0
@@ -246,6 +250,9 @@ class Cluster:
         self._apply(self._ids, engine.init_group, per_rank=lambda r: (
             self.backend, r, self.world_size, self.group_timeout),
             **store)
+        self._flight = flight.store_spec(**store)                # flight hook
+        self._apply(self._ids, flight.arm,
+                    per_rank=lambda r: (r, self._flight))
         self._state = "ready"
         if _in_ipython():
             self._rc[self._ids].activate()
@@ -394,20 +401,32 @@ class Cluster:
         engine_sets = list(self._ipp.engines.values()) if self._ipp else []
         errors.update({r: processes.describe_exit(processes.exit_code(
             engine_sets, self._pids[r])) for r in dead})
+        if errors or pending:                                     # flight hook
+            ledger = flight.ledger(self._flight, self.world_size, dead)
         if errors:
             if pending or dead:
                 self._begin_restart()
             else:
                 self._state = "suspect"
-            raise RankError(errors, blocked=pending)
+            raise RankError(errors, blocked=pending, ledger=ledger)
         if pending:
             stacks = {}
             if self.local and hasattr(signal, "SIGUSR1"):
                 stacks = {r: watch.dump_stack(self._pids[r], os.path.join(
                     self._tmp, f"stack-{r}.txt")) for r in pending}
             self._begin_restart()
-            raise HangError(pending, timeout, self.world_size, stacks)
+            raise HangError(pending, timeout, self.world_size, stacks,
+                            ledger=ledger)
         return [ar.get(timeout=1) for ar in ars]
+
+    def ledger(self):
+        """Every rank's Flight Recorder ledger, side by side, with the
+        first divergence (chapter 5). Between runs: the ranks answer on
+        their main thread, so the ledger shows call sites too."""
+        from .ledger import Ledger
+        self._ready()
+        records = self._apply(self._ids, flight.record)
+        return Ledger(self.world_size, dict(enumerate(records)))
 
     def _is_alive(self, rank):
         """Remote ranks' processes cannot be seen from here: assume alive

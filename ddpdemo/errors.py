@@ -71,7 +71,8 @@ class HangError(TimeoutError):
     of them to its frames (outermost first) where a dump could be taken.
     """
 
-    def __init__(self, ranks, timeout, world_size, stacks=None):
+    def __init__(self, ranks, timeout, world_size, stacks=None, ledger=None):
+        self.ledger = ledger    # flight hook: a ddpdemo.ledger.Ledger
         self.ranks = sorted(ranks)
         self.timeout = timeout
         self.world_size = world_size
@@ -96,6 +97,8 @@ class HangError(TimeoutError):
                              f"(its engine was still busy)")
             else:
                 parts.append(f"rank {rank}: no stack available")
+        if self.ledger is not None:                      # flight hook
+            parts.append(str(self.ledger))
         parts.append("The cluster restarts its engines and forms a new group "
                      "before the next run (variables on the ranks are lost).")
         return "\n".join(parts)
@@ -120,7 +123,8 @@ class RankError(RuntimeError):
     that were still running, typically waiting for a failed peer.
     """
 
-    def __init__(self, errors, blocked=()):
+    def __init__(self, errors, blocked=(), ledger=None):
+        self.ledger = ledger    # flight hook: a ddpdemo.ledger.Ledger
         self.errors = dict(sorted(errors.items()))
         self.blocked = sorted(blocked)
         lines = [f"{len(self.errors)} rank(s) failed:"]
@@ -128,6 +132,8 @@ class RankError(RuntimeError):
         if self.blocked:
             lines.append(f"  still running, probably waiting for them: "
                          f"{_ranks(self.blocked)} (the cluster restarts them)")
+        if ledger is not None and ledger.diverged:           # flight hook
+            lines.append(str(ledger))   # a plain exception: no table
         super().__init__("\n".join(lines))
 
 

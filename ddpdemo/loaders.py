@@ -5,7 +5,7 @@ deadlock; the torchrun example val_dataloader_deadlock.py too.
     train_loader, _ = create_dataloader(rank, n=64)
     if rank in [-1, 0]:
         val_loader, _ = create_dataloader(rank, n=32)    # deadlocks
-        val_loader, _ = create_dataloader(-1, n=32)      # YOLOv5's fix
+        val_loader, _ = create_dataloader(-1, n=32)      # the fix
 
 Like YOLOv5's, it builds the dataset inside torch_distributed_zero_first
 (rank 0 builds the label cache, the others then read it) and shards it

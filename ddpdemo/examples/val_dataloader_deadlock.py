@@ -15,7 +15,7 @@ timeout is short (--timeout, 5 s), so rank 0's barrier fails instead of
 waiting for 30 minutes: rank 0 says where it was stuck and exits with
 status 1; the other ranks are told through a second group and exit 0.
 torchrun then names rank 0 as the failed rank and exits non-zero.
-With --fix, rank 0 builds its loader with rank=-1 (YOLOv5's fix): exit 0.
+With --fix, rank 0 builds its loader with rank=-1: exit 0.
 """
 import argparse
 import datetime

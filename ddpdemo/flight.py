@@ -1,0 +1,257 @@
+"""torch's Flight Recorder on every rank of a Cluster, and a way to read it
+from a rank whose main thread is stuck inside a collective.
+
+The Flight Recorder is a ring buffer of each rank's last collectives,
+filled by the backend (on gloo too, in torch 2.13); its size is read once,
+from TORCH_FR_BUFFER_SIZE (older name: TORCH_NCCL_TRACE_BUFFER_SIZE), when
+the first group is made, so `env()` goes into the rank's environment
+before torch is imported. Introduced in chapter 5.
+
+Why the rendezvous store carries the dumps: a stuck rank's main thread is
+blocked in gloo with the GIL released, so an ipyparallel request would
+queue behind it, and a signal handler written in Python would never run.
+A daemon thread (`arm`) waits on its own connection to the group's store
+for a request key and answers into the store; the notebook (`collect`)
+sets the key and reads the answers. That works for remote ranks too (no
+pid, no local file): the data travels over the TCPStore, or the FileStore
+of a local cluster. The dump from that thread leaves out stack frames:
+gathering them waits for the GIL-free main thread in torch 2.13 (measured:
+the dump returned only when the stuck collective did).
+"""
+import datetime
+import os
+import pickle
+import threading
+import time
+
+from .ledger import Ledger
+
+BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+DEFAULT_BUFFER = 2000   # FlightRecorder.hpp's default when neither is set
+PREFIX = "ddpdemo/flight"
+ANSWER_TIMEOUT = 3.0    # s; a responder answers in milliseconds
+
+
+def env(buffer_size):
+    """The environment that sets a rank's Flight Recorder size (0: off)."""
+    if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) \
+            or buffer_size < 0:
+        raise ValueError(f"flight_recorder must be an int >= 0 (entries), "
+                         f"got {buffer_size!r}")
+    return {BUFFER_VARS[0]: str(buffer_size)}
+
+
+def buffer_size(environ=os.environ):
+    """The ring's size as torch reads it: the first variable set wins."""
+    for name in BUFFER_VARS:
+        if name in environ:
+            return int(environ[name])
+    return DEFAULT_BUFFER
+
+
+def record(stacks=True):
+    """This rank's Flight Recorder dump (the pickle torch's analyzer reads,
+    as a dict) with the facts a ledger needs. On the rank."""
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import _dump_fr_trace
+    size = buffer_size()
+    raw = _dump_fr_trace(includeCollectives=True,
+                         includeStackTraces=stacks, onlyActive=False)
+    return {"rank": dist.get_rank(), "buffer_size": size,
+            "dump": pickle.loads(raw), "raw": raw}
+
+
+def open_store(spec):
+    """A new connection to the group's store, from a spec made by
+    `store_spec`. A FileStore opened with -1 users never deletes the file.
+    """
+    import torch.distributed as dist
+    timeout = datetime.timedelta(seconds=ANSWER_TIMEOUT)
+    if spec[0] == "file":
+        store = dist.FileStore(spec[1], -1)
+        store.set_timeout(timeout)
+    else:
+        store = dist.TCPStore(spec[1], spec[2], is_master=False,
+                              timeout=timeout)
+    return dist.PrefixStore(PREFIX, store)
+
+
+def store_spec(file_path=None, tcp=None):
+    """What a responder and the notebook need to reach the group's store."""
+    return ("file", file_path) if file_path else ("tcp", *tcp)
+
+
+def arm(rank, spec):
+    """On a rank: start the thread that answers ledger requests. Request
+    n is the key `request/n`; the answer goes to `answer/n/<rank>`."""
+    store = open_store(spec)
+    long_wait = datetime.timedelta(hours=1)
+
+    def serve():
+        n = 1
+        while True:
+            began = time.monotonic()
+            try:
+                store.wait([f"request/{n}"], long_wait)
+            except Exception:
+                if time.monotonic() - began < 1.0:
+                    return      # the store is gone: so is the group
+                continue
+            try:
+                answer = record(stacks=False)
+            except Exception as exc:   # say why, rather than stay silent
+                answer = {"rank": rank, "error": repr(exc)}
+            store.set(f"answer/{n}/{rank}", pickle.dumps(answer))
+            n += 1
+
+    threading.Thread(target=serve, name="ddpdemo-flight", daemon=True).start()
+    return True
+
+
+def collect(spec, world_size, dead=(), timeout=ANSWER_TIMEOUT):
+    """From the notebook: ask every live rank for its dump through the
+    store; {rank: record or None (no answer in time)}."""
+    store = open_store(spec)
+    n = store.add("requests", 1)
+    store.set(f"request/{n}", b"1")
+    deadline = time.monotonic() + timeout
+    records = {}
+    for rank in range(world_size):
+        if rank in dead:
+            continue
+        key = f"answer/{n}/{rank}"
+        left = max(0.05, deadline - time.monotonic())
+        try:
+            store.wait([key], datetime.timedelta(seconds=left))
+            answer = pickle.loads(store.get(key))
+        except Exception:
+            answer = None
+        records[rank] = answer if answer and "error" not in answer else None
+    return records
+
+
+def ledger(spec, world_size, dead=()):
+    """The Ledger of a group, collected through its store; None if the
+    store cannot be reached (the error is then shown without one)."""
+    if spec is None:
+        return None
+    try:
+        return Ledger(world_size, collect(spec, world_size, dead), dead)
+    except Exception:
+        return None
+
+
+def write_dumps(records, directory, prefix="rank_", name_group=False):
+    """Write each rank's raw dump as `<prefix><rank>`, the layout torch's
+    analyzer (`python -m torch.distributed.flight_recorder.fr_trace`)
+    reads; with name_group, first add the entry `name_default_group`
+    adds. Returns the paths."""
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for rec in records:
+        path = os.path.join(directory, f"{prefix}{rec['rank']}")
+        raw = rec["raw"]
+        if name_group:
+            raw = pickle.dumps(name_default_group(pickle.loads(raw)))
+        with open(path, "wb") as f:
+            f.write(raw)
+        paths.append(path)
+    return paths
+
+
+def name_default_group(dump):
+    """A gloo dump lists its default group in `pg_config` under the empty
+    name "", while its entries name it "0" (torch 2.13); the analyzer
+    looks groups up by the entries' name. Add the group under that name,
+    with the ranks the dump gives it. Returns a new dump."""
+    config = dict(dump["pg_config"])
+    for entry in dump["entries"]:
+        name, desc = entry["process_group"]
+        if name not in config and "" in config:
+            config[name] = dict(config[""], name=name, desc=desc)
+    return dict(dump, pg_config=config)
+
+
+def analyze(directory, *args):
+    """Run torch's offline analyzer on `directory` in this process, as
+    `python -m torch.distributed.flight_recorder.fr_trace DIR -p rank_`
+    would. Its report goes to its logger (stderr), and is returned as a
+    list of lines too. Its loader turns the garbage collector off and
+    leaves it off; we turn it back on."""
+    import gc
+    import logging
+    from torch.distributed.flight_recorder import fr_trace
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.extend(self.format(record).splitlines())
+
+    lines, keep = [], Keep()
+    log = logging.getLogger("Flight Recorder")   # fr_logger's name
+    log.addHandler(keep)
+    try:
+        fr_trace.main([directory, "-p", "rank_", *args])
+    finally:
+        log.removeHandler(keep)
+        gc.enable()
+    return lines
+
+
+def _all_reduce_once():
+    import torch
+    import torch.distributed as dist
+    t = torch.arange(2) + 1 + 2 * dist.get_rank()
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+def _small_all_reduces(iters):
+    """Median seconds of one 8-byte all_reduce on this rank, where the
+    recorder's per-collective cost is the largest share."""
+    import statistics
+    import torch
+    import torch.distributed as dist
+    t, times = torch.ones(2), []
+    for _ in range(iters):
+        start = time.perf_counter()
+        dist.all_reduce(t)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def overhead(world_size=4, reruns=15, iters=200):
+    """The recorder's cost, for ddpdemo.bench: two clusters side by side,
+    recorder on (torch's default size) and off, measured in alternation so
+    load on the machine falls on both alike. Medians: the notebook's rerun
+    of a 4-rank all_reduce (ms) and one small all_reduce inside the ranks
+    (us, the slowest rank's)."""
+    import statistics
+    from .cluster import Cluster
+    sizes = {"on": DEFAULT_BUFFER, "off": 0}
+    clusters = {k: Cluster(world_size, backend="gloo", timeout=60,
+                           flight_recorder=v) for k, v in sizes.items()}
+    runs = {k: [] for k in sizes}
+    inner = {k: [] for k in sizes}
+    try:
+        for c in clusters.values():
+            c.start()
+            c.run(_small_all_reduces, 20)                  # warm up
+        for _ in range(reruns):
+            for k, c in clusters.items():
+                start = time.perf_counter()
+                c.run(_all_reduce_once)
+                runs[k].append(time.perf_counter() - start)
+        for _ in range(3):
+            for k, c in clusters.items():
+                inner[k].append(max(c.run(_small_all_reduces, iters)))
+    finally:
+        for c in clusters.values():
+            c.stop()
+    r = {}
+    for k in sizes:
+        r[f"rerun_ms_fr_{k}"] = statistics.median(runs[k]) * 1e3
+        r[f"allreduce_us_fr_{k}"] = statistics.median(inner[k]) * 1e6
+    r["fr_rerun_ratio"] = r["rerun_ms_fr_on"] / r["rerun_ms_fr_off"]
+    r["fr_allreduce_ratio"] = (r["allreduce_us_fr_on"]
+                               / r["allreduce_us_fr_off"])
+    return r
