@@ -6,17 +6,13 @@ import sys
 import textwrap
 import time
 
-import cloudpickle
 import psutil
 import pytest
 import torch
 
 import ddpdemo
-from ddpdemo.cluster import _check_args
+from ddpdemo.cluster import State, _check_args
 
-# Functions here are sent to the ranks by value: the engines cannot import
-# this test module.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def rank_tensor(rank):
@@ -45,15 +41,14 @@ def raise_on_rank_1():
     dist.barrier()
 
 
-def engine_pids(cluster):
-    return list(cluster._pids)
-
-
 def ipp_processes():
+    """Controllers and engines that this test process started (guarded
+    with its pid): other people's clusters on the machine are not ours."""
+    mine = f"ddpdemo.guard {os.getpid()} "
     found = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if "ipyparallel" in cmd and "ddpdemo.guard" in cmd:
+        if "ipyparallel" in cmd and mine in cmd:
             found.append(proc.info["pid"])
     return found
 
@@ -88,10 +83,6 @@ def reference_sum(world_size):
     return sum(rank_tensor(r) for r in range(world_size))
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=20) as c:
-        yield c
 
 
 def test_all_reduce_two_ranks_matches_reference(cluster):
@@ -147,7 +138,7 @@ def test_exception_on_one_rank_raises_rank_error(cluster):
 
 
 def test_killed_engine_is_named_and_recovered(cluster):
-    victim = engine_pids(cluster)[1]
+    victim = cluster.pids[1]
 
     def die_on_rank_1():
         import os
@@ -218,7 +209,7 @@ def test_four_ranks_and_two_clusters_at_once():
             [reference_sum(4).tolist()] * 4
         assert [t.tolist() for t in small.run(all_reduce_example)] == \
             [[4, 6]] * 2
-        assert big._tmp != small._tmp
+        assert big.tmpdir != small.tmpdir
 
 
 def test_tcp_rendezvous_on_loopback():
@@ -233,7 +224,7 @@ def test_local_cluster_listens_on_loopback_only_and_leaves_nothing():
     with ddpdemo.Cluster(world_size=2, backend="gloo") as c:
         c.run(all_reduce_example)
         pids = set(ipp_processes()) - others
-        tmp = c._tmp
+        tmp = c.tmpdir
         assert len(pids) >= 3   # controller and two engines
         addresses = set()
         for pid in pids:
@@ -250,7 +241,7 @@ def test_engines_die_with_a_killed_kernel(tmp_path):
     script.write_text(textwrap.dedent("""
         import sys, time, ddpdemo
         c = ddpdemo.Cluster(world_size=2, backend="gloo").start()
-        print(" ".join(map(str, c._pids)), c._tmp, flush=True)
+        print(" ".join(map(str, c.pids)), c.tmpdir, flush=True)
         time.sleep(60)
     """))
     proc = subprocess.Popen([sys.executable, str(script)],
@@ -273,7 +264,7 @@ def test_interpreter_exit_stops_everything(tmp_path):
     script.write_text(textwrap.dedent("""
         import ddpdemo
         c = ddpdemo.Cluster(world_size=2, backend="gloo").start()
-        print(" ".join(map(str, c._pids)), c._tmp, flush=True)
+        print(" ".join(map(str, c.pids)), c.tmpdir, flush=True)
     """))
     out = subprocess.run([sys.executable, str(script)], capture_output=True,
                          text=True, timeout=120).stdout.split()
@@ -314,7 +305,7 @@ def test_kernel_shutdown_stops_everything():
         reply = kc.execute_interactive(
             "import ddpdemo\n"
             "c = ddpdemo.Cluster(world_size=2, backend='gloo').start()\n"
-            "print(*c._pids, c._tmp)", timeout=120,
+            "print(*c.pids, c.tmpdir)", timeout=120,
             output_hook=lambda msg: outputs.append(msg))
         assert reply["content"]["status"] == "ok"
     finally:
@@ -368,16 +359,16 @@ def test_poisoned_group_is_replaced(cluster, monkeypatch):
 
 def test_health_check_that_hangs_restarts_once(cluster, monkeypatch):
     """A health check whose barrier hangs has already begun a restart in
-    _submit; a second one would kill the engines the first launched."""
-    cluster._state = "suspect"         # as after a rank raised
+    _run_on_ranks; a second would kill the engines the first launched."""
+    cluster._state = State.SUSPECT     # as after a rank raised
     restarts = count_restarts(cluster, monkeypatch)
-    submit = cluster._submit
+    run_on_ranks = cluster._run_on_ranks
 
     def hanging_once(*args):
-        monkeypatch.setattr(cluster, "_submit", submit)
-        cluster._begin_restart()       # what _submit does on a hang
+        monkeypatch.setattr(cluster, "_run_on_ranks", run_on_ranks)
+        cluster._begin_restart()       # what _run_on_ranks does on a hang
         raise ddpdemo.HangError([1], 5.0, 2)
 
-    monkeypatch.setattr(cluster, "_submit", hanging_once)
+    monkeypatch.setattr(cluster, "_run_on_ranks", hanging_once)
     assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
     assert len(restarts) == 1
