@@ -121,11 +121,13 @@ def hang_and_recover(cluster, reps):
     return statistics.median(detect), statistics.median(recover)
 
 
-def spare_rss_mb(cluster):
-    """Resident memory of the cluster's spare engines, summed, in MB."""
+def spare_memory_mb(cluster):
+    """Memory of the cluster's spare engines, summed, in MB: (resident,
+    unique to them)."""
     from .processes import rss_bytes
     wait_for_spares(cluster)
-    return rss_bytes(cluster.spare_pids) / 1e6
+    return (rss_bytes(cluster.spare_pids) / 1e6,
+            rss_bytes(cluster.spare_pids, unique=True) / 1e6)
 
 
 _DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown)\s+"
@@ -145,13 +147,18 @@ def book_nbval(chapters=()):
          "--durations-min=0", *[os.path.join("book", n) for n in names]],
         capture_output=True, text=True, cwd=ROOT, timeout=1800)
     total = time.perf_counter() - start
+    return chapter_seconds(done.stdout, names), total, done.returncode == 0
+
+
+def chapter_seconds(durations, names):
+    """{notebook: seconds} summed from pytest's --durations lines."""
     per = {n: 0.0 for n in names}
-    for line in done.stdout.splitlines():
+    for line in durations.splitlines():
         match = _DURATION.match(line.strip())
         if match:
             name = os.path.basename(match[2])
             per[name] = per.get(name, 0.0) + float(match[1])
-    return per, total, done.returncode == 0
+    return per
 
 
 def measure(full=False, book=True, chapters=()):
@@ -168,7 +175,7 @@ def measure(full=False, book=True, chapters=()):
             reruns.append(time.perf_counter() - start)
         r["rerun_ms"] = statistics.median(reruns) * 1e3
         r["torchrun_vs_rerun"] = r["torchrun_oneshot_s"] * 1e3 / r["rerun_ms"]
-        r["spare_rss_MB"] = spare_rss_mb(cluster)
+        r["spare_rss_MB"], r["spare_uss_MB"] = spare_memory_mb(cluster)
         r["hang_detect_s"], r["recover_s"] = hang_and_recover(
             cluster, 3 if full else 2)
         r["hang_timeout_s"] = HANG_TIMEOUT

@@ -8,6 +8,10 @@ Introduced in chapter 0. Every wait is bounded: a rank that does not
 finish within the timeout raises HangError naming it, with its stack;
 the engines are then replaced and the group formed anew, because a
 timed-out gloo group is poisoned and a stuck gloo wait ignores SIGINT.
+Replacing them is quick because a local cluster keeps spare engines,
+started in the background once the group has formed, that have already
+imported torch: a restart kills the old engines, forms the group on the
+spares (well under a second) and starts the next spares.
 This module is the policy (life cycle, running, when to restart);
 ddpdemo.engines talks to ipyparallel, ddpdemo.engine runs on the ranks.
 """
@@ -70,12 +74,15 @@ class Cluster:
     "ssh", ...), or profile: the name of a running ipyparallel cluster.
     rendezvous: "file" (local default: a FileStore in a private temporary
     directory, no listener) or "tcp" (rank 0 opens a TCPStore on port 0).
+    spares: keep world_size spare engines ready (local clusters), so a
+    restart after a hang takes well under a second; each costs the memory
+    of a Python process that imported torch (see `spare_pids`).
     """
 
     def __init__(self, world_size=2, backend="auto", timeout=30.0, *,
                  engines="local", profile=None, rendezvous=None,
                  master_addr=None, group_timeout=None, env=None,
-                 start_timeout=START_TIMEOUT, **ipp_kwargs):
+                 start_timeout=START_TIMEOUT, spares=True, **ipp_kwargs):
         if backend == "auto":
             backend = os.environ.get(BACKEND_VARIABLE) or "auto"
         _check_args(world_size, backend, timeout)
@@ -95,13 +102,16 @@ class Cluster:
         # reported by HangError (with its stack), not torch's own error.
         self.group_timeout = group_timeout or max(300.0, 4 * self.timeout)
         self.start_timeout = start_timeout
+        self.spares = bool(spares) and self.local
         self.backend = self._choose_backend(backend)
         self._engines_args = dict(launcher=engines, profile=profile, env=env,
                                   ipp_kwargs=ipp_kwargs)
         self._env = dict(env or {})
         self._engines = self._tmp = None
         self._ids, self._pids, self._seen = [], [], set()
-        self._generation = 0
+        # Generation g's engines are sets g<g>-rank<r>; the current one
+        # runs the group, and `_launched` > it means spares are coming.
+        self._generation, self._launched = 0, -1
         self._state = State.STOPPED
 
     def _choose_backend(self, backend):
@@ -133,6 +143,21 @@ class Cluster:
         return list(self._pids)
 
     @property
+    def spare_pids(self):
+        """Process ids of the spare engines launched so far."""
+        if self._engines is None or self._launched <= self._generation:
+            return []
+        return self._engines.pids(self._launched)
+
+    def spares_ready(self):
+        """True once every spare wanted has registered (and so imported
+        torch): a restart now needs no engine to start."""
+        if not self.spares or self._engines is None:
+            return True
+        return (self._launched > self._generation and
+                self._engines.count_new(self._seen) >= self.world_size)
+
+    @property
     def tmpdir(self):
         """This cluster's private directory (stores, dumps), or None."""
         return self._tmp
@@ -155,7 +180,7 @@ class Cluster:
             self._engines = Engines(self.world_size, self._tmp,
                                     **self._engines_args).start()
             if self._engines.can_restart:
-                self._engines.launch(self._generation)
+                self._launch(self._generation)
             self._form_group(progress)
         except BaseException:
             self.stop()
@@ -173,6 +198,7 @@ class Cluster:
             shutil.rmtree(self._tmp, ignore_errors=True)
         self._engines = self._tmp = None
         self._ids, self._pids = [], []
+        self._generation, self._launched = 0, -1
         self._state = State.STOPPED
         from .magic import unregister
         unregister(self)
@@ -185,9 +211,18 @@ class Cluster:
         self._begin_restart()
         self._finish_restart()
 
+    def _launch(self, generation):
+        """Launch a generation of engines without waiting for them. Local
+        ones import torch before they register: a spare is then ready to
+        form a group at once, and at start-up the import overlaps."""
+        self._engines.launch(generation,
+                             preload=("torch",) if self.local else ())
+        self._launched = generation
+
     def _begin_restart(self):
-        """Kill this generation's engines and launch the next without
-        waiting for it, so it starts while the reader reads the error."""
+        """Kill this generation's engines; the next generation (the
+        spares, or engines launched now without waiting for them, which
+        start while the reader reads the error) forms the next group."""
         if not self._engines.can_restart:   # profile=...: not ours
             self._state = State.BROKEN
             return
@@ -195,7 +230,8 @@ class Cluster:
         self._engines.stop_generation(self._generation)
         self._pids, self._ids = [], []
         self._generation += 1
-        self._engines.launch(self._generation)
+        if self._launched < self._generation:    # no spares
+            self._launch(self._generation)
         self._state = State.RESTARTING
 
     def _finish_restart(self):
@@ -216,6 +252,10 @@ class Cluster:
         self._state = State.READY
         if _in_ipython():
             self._engines.activate(self._ids)
+        if self.spares:
+            # The next generation starts now, in the background: it
+            # imports torch while the reader works with this one.
+            self._launch(self._generation + 1)
 
     def _wait_for_engines(self, progress):
         deadline = time.monotonic() + self.start_timeout

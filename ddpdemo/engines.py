@@ -257,6 +257,10 @@ class Engines:
                                    f"within the start timeout")
             time.sleep(POLL)
 
+    def count_new(self, seen):
+        """How many registered engines are not in `seen`."""
+        return len([i for i in self.client.ids if i not in seen])
+
     def call_each(self, ids, fn, per_rank=None, **kwargs):
         """Call fn on engines `ids` (rank order) and wait, bounded by
         CALL_TIMEOUT: the setup steps. `per_rank(r)` gives rank r's

@@ -60,13 +60,17 @@ def kill_tree(pid, wait=5.0):
     kill([pid] + [child.pid for child in family], wait)
 
 
-def rss_bytes(pids):
-    """Resident memory of these processes, summed (what spares cost)."""
+def rss_bytes(pids, unique=False):
+    """Resident memory of these processes, summed (what spares cost).
+    unique=True: only the pages no other process shares (USS), which is
+    what they would give back; RSS also counts shared libraries."""
     total = 0
     for pid in pids:
         try:
-            total += psutil.Process(pid).memory_info().rss
-        except psutil.NoSuchProcess:
+            process = psutil.Process(pid)
+            total += (process.memory_full_info().uss if unique
+                      else process.memory_info().rss)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return total
 

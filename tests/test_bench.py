@@ -50,3 +50,23 @@ def test_rank_timers_measure_every_size_and_both_rings():
     assert [sorted(p) for p in per_rank] == [sizes, sizes]
     assert [sorted(p) for p in rings] == [["builtin", "ring"]] * 2
     assert all(s > 0 for p in per_rank + rings for s in p.values())
+
+
+def test_chapter_seconds_sum_setup_call_and_teardown_per_notebook():
+    out = """============ slowest durations ============
+12.50s call     book/00_live_cluster.ipynb::Cell 3
+3.25s setup    book/00_live_cluster.ipynb::Cell 0
+0.25s teardown book/03_barrier.ipynb::Cell 9
+1.00s call     tests/test_x.py::test_y
+"""
+    per = bench.chapter_seconds(out, ["00_live_cluster.ipynb",
+                                      "03_barrier.ipynb", "07_x.ipynb"])
+    assert per == {"00_live_cluster.ipynb": 15.75, "03_barrier.ipynb": 0.25,
+                   "07_x.ipynb": 0.0}
+
+
+def test_table_shows_chapters_and_the_hang_bound():
+    text = bench.table({"hang_detect_s": 9.0, "hang_timeout_s": 5.0,
+                        "chapter_nbval_s": {"00_live_cluster.ipynb": 12.0}})
+    assert "<= timeout + 3 s: MISSED" in text
+    assert "chapter_nbval_s 00" in text

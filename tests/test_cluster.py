@@ -236,26 +236,31 @@ def test_local_cluster_listens_on_loopback_only_and_leaves_nothing():
 
 
 def test_engines_die_with_a_killed_kernel(tmp_path):
-    """A kernel killed with SIGKILL runs no clean-up; the guard must."""
+    """A kernel killed with SIGKILL runs no clean-up; the guard must, for
+    the ranks' engines and the spares alike."""
     script = tmp_path / "kernel.py"
     script.write_text(textwrap.dedent("""
         import sys, time, ddpdemo
         c = ddpdemo.Cluster(world_size=2, backend="gloo").start()
-        print(" ".join(map(str, c.pids)), c.tmpdir, flush=True)
+        deadline = time.monotonic() + 120
+        while not c.spares_ready() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        print(" ".join(map(str, c.pids + c.spare_pids)), c.tmpdir,
+              flush=True)
         time.sleep(60)
     """))
     proc = subprocess.Popen([sys.executable, str(script)],
                             stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline().split()
-        pids = [int(p) for p in line[:2]]
-        assert all(psutil.pid_exists(p) for p in pids)
+        pids = [int(p) for p in line[:4]]
+        assert len(pids) == 4 and all(psutil.pid_exists(p) for p in pids)
     finally:
         proc.kill()
         proc.wait(timeout=10)
     # SIGKILL skips atexit: the guards end the engines (orphans that
     # nobody may reap stay zombies) and the controller's removes the files.
-    assert wait_until_gone(pids, line[2], zombies_count=True) == ([], False)
+    assert wait_until_gone(pids, line[4], zombies_count=True) == ([], False)
 
 
 def test_interpreter_exit_stops_everything(tmp_path):
@@ -372,3 +377,38 @@ def test_health_check_that_hangs_restarts_once(cluster, monkeypatch):
     monkeypatch.setattr(cluster, "_run_on_ranks", hanging_once)
     assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
     assert len(restarts) == 1
+
+
+def wait_for_spares(cluster, within=120):
+    """Poll (bounded) until the cluster's spares have registered."""
+    deadline = time.monotonic() + within
+    while not cluster.spares_ready() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return cluster.spares_ready()
+
+
+def test_a_hang_promotes_the_spares_and_starts_new_ones():
+    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=20) as c:
+        assert wait_for_spares(c)
+        old, spares = c.pids, c.spare_pids
+        assert len(spares) == 2 and not set(spares) & set(old)
+        with pytest.raises(ddpdemo.HangError):
+            c.run(lonely_barrier, timeout=2)
+        assert wait_until_gone(old) == ([], False)   # stuck ones killed
+        assert c.run(all_reduce_example)[1].tolist() == [4, 6]
+        assert sorted(c.pids) == sorted(spares)      # promoted
+        assert c.run(my_rank) == [0, 1]
+        new_spares = c.spare_pids
+        assert len(new_spares) == 2
+        assert not set(new_spares) & set(spares + old)
+        everyone = c.pids + new_spares
+    assert wait_until_gone(everyone) == ([], False)
+
+
+def test_without_spares_a_restart_launches_new_engines():
+    with ddpdemo.Cluster(world_size=2, backend="gloo", spares=False) as c:
+        assert c.spares_ready() and c.spare_pids == []
+        old = c.pids
+        c.reset()
+        assert not set(c.pids) & set(old) and c.spare_pids == []
+        assert c.run(all_reduce_example)[0].tolist() == [4, 6]

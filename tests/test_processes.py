@@ -71,3 +71,8 @@ def test_guard_ends_its_process_and_removes_the_directory(tmp_path):
         time.sleep(0.05)
     assert not processes.alive(child)
     assert not doomed.exists()
+
+
+def test_unique_memory_is_at_most_resident_memory():
+    me = [os.getpid()]
+    assert 0 < processes.rss_bytes(me, unique=True) <= processes.rss_bytes(me)
