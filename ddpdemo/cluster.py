@@ -13,7 +13,8 @@ started in the background once the group has formed, that have already
 imported torch: a restart kills the old engines, forms the group on the
 spares (well under a second) and starts the next spares.
 This module is the policy (life cycle, running, when to restart);
-ddpdemo.engines talks to ipyparallel, ddpdemo.engine runs on the ranks.
+ddpdemo.engines talks to ipyparallel, ddpdemo.group forms the group on a
+generation of engines, and ddpdemo.engine is what runs on the ranks.
 """
 import atexit
 import enum
@@ -24,7 +25,7 @@ import tempfile
 import time
 import weakref
 
-from . import devices, engine, processes, watch
+from . import devices, engine, group, processes, watch
 from .engines import Engines
 from .errors import HangError, RankError
 from .progress import Progress
@@ -242,13 +243,23 @@ class Cluster:
     # -- forming the group -----------------------------------------------
     def _form_group(self, progress):
         """Wait for this generation's engines, give them their ranks, and
-        form the process group on them."""
+        form the process group on them (steps in ddpdemo.group)."""
         ids = self._wait_for_engines(progress)
-        local_ranks = self._assign_ranks(ids)
+        self._ids, local_ranks = group.assign_ranks(self._engines, ids,
+                                                    self.world_size)
         progress.update("importing torch")
-        self._prepare_ranks(local_ranks)
+        facts = group.prepare_ranks(
+            self._engines, self._ids, local_ranks, self._env,
+            os.path.join(self._tmp, "stack-{}.txt") if self.local else None)
+        self._pids = [f["pid"] for f in facts]
+        if self.backend == "auto":
+            self.backend = group.backend_for(facts, local_ranks)
         progress.update(f"forming the {self.backend} group")
-        self._init_group()
+        store = os.path.join(self._tmp, f"store-{self._generation}")
+        group.init_group(self._engines, self._ids, self.backend,
+                         self.group_timeout, master_addr=self.master_addr,
+                         file_path=(store if self.rendezvous == "file"
+                                    else None))
         self._state = State.READY
         if _in_ipython():
             self._engines.activate(self._ids)
@@ -258,6 +269,7 @@ class Cluster:
             self._launch(self._generation + 1)
 
     def _wait_for_engines(self, progress):
+        """Ids of this generation's engines once they have registered."""
         deadline = time.monotonic() + self.start_timeout
         ids = self._engines.wait_for_new(
             self.world_size, self._seen, deadline, progress,
@@ -265,44 +277,6 @@ class Cluster:
         self._seen.update(ids)
         self._engines.use_cloudpickle(ids)
         return ids
-
-    def _assign_ranks(self, ids):
-        """Rank of each engine: from its environment when we launched it
-        (local), else by engine id. Returns LOCAL_RANK by rank: ranks
-        counted per host."""
-        found = self._engines.call_each(ids, engine.identify)
-        ranks = [rank for rank, _ in found]
-        if sorted(ranks) != self.ranks:
-            ranks = self.ranks
-        self._ids = [eid for _, eid in sorted(zip(ranks, ids))]
-        hosts = [host for _, host in sorted(zip(ranks, (h for _, h in found)))]
-        return [hosts[:r].count(h) for r, h in enumerate(hosts)]
-
-    def _prepare_ranks(self, local_ranks):
-        """Environment and stack dumps on every rank; settles "auto"."""
-        dump = os.path.join(self._tmp, "stack-{}.txt")
-        facts = self._engines.call_each(self._ids, engine.prepare, per_rank=(
-            lambda r: (r, local_ranks[r], self.world_size, self._env,
-                       dump.format(r) if self.local else None)))
-        self._pids = [f["pid"] for f in facts]
-        if self.backend == "auto":
-            fits = all(f["gpus"] > lr for f, lr in zip(facts, local_ranks))
-            self.backend = "nccl" if fits else "gloo"
-
-    def _init_group(self):
-        """init_process_group on every rank, through a fresh store."""
-        store = {}
-        if self.rendezvous == "file":
-            store["file_path"] = os.path.join(
-                self._tmp, f"store-{self._generation}")
-        else:
-            store["tcp"] = self._engines.call_each(
-                self._ids[:1], engine.open_tcp_store, per_rank=lambda r: (
-                    self.world_size, self.master_addr,
-                    self.group_timeout))[0]
-        self._engines.call_each(self._ids, engine.init_group, per_rank=(
-            lambda r: (self.backend, r, self.world_size,
-                       self.group_timeout)), **store)
 
     # -- running code ----------------------------------------------------
     def _ensure_ready(self):
