@@ -412,3 +412,19 @@ def test_without_spares_a_restart_launches_new_engines():
         c.reset()
         assert not set(c.pids) & set(old) and c.spare_pids == []
         assert c.run(all_reduce_example)[0].tolist() == [4, 6]
+
+
+def test_backend_variable_decides_what_auto_means(monkeypatch):
+    """DDPDEMO_BACKEND (set by `ddpdemo.execute --backend`) is what a
+    notebook's Cluster(backend="auto") uses; a named backend is kept."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    monkeypatch.setenv("DDPDEMO_BACKEND", "nccl")
+    with pytest.raises(ValueError, match=f"{gpus} GPU"):
+        ddpdemo.Cluster(world_size=gpus + 1)
+    assert ddpdemo.Cluster(world_size=gpus + 1, backend="gloo").backend == \
+        "gloo"
+    monkeypatch.setenv("DDPDEMO_BACKEND", "gloo")
+    assert ddpdemo.Cluster(world_size=2).backend == "gloo"
+    monkeypatch.setenv("DDPDEMO_BACKEND", "mpi")
+    with pytest.raises(ValueError, match="unknown backend 'mpi'"):
+        ddpdemo.Cluster(world_size=2)
