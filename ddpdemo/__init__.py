@@ -2,7 +2,7 @@
 
 The package behind the book; each module says which chapter uses it.
 """
-from .engine import current_device
+from .devices import current_device
 from .errors import HangError, RankError
 from .quote import cite, show_source
 from .scripts import torchrun

@@ -6,30 +6,43 @@ notebook can use cell after cell and that never hangs it.
 
 Introduced in chapter 0. Every wait is bounded: a rank that does not
 finish within the timeout raises HangError naming it, with its stack;
-the engines are then restarted and the group formed anew, because a
+the engines are then replaced and the group formed anew, because a
 timed-out gloo group is poisoned and a stuck gloo wait ignores SIGINT.
+Replacing them is quick because a local cluster keeps spare engines,
+started in the background once the group has formed, that have already
+imported torch: a restart kills the old engines, forms the group on the
+spares (well under a second) and starts the next spares.
+This module is the policy (life cycle, running, when to restart);
+ddpdemo.engines talks to ipyparallel, ddpdemo.group forms the group on a
+generation of engines, and ddpdemo.engine is what runs on the ranks.
 """
 import atexit
-import glob
-import logging
+import enum
 import os
 import shutil
 import signal
-import socket
-import sys
 import tempfile
 import time
 import weakref
 
-from . import engine, flight, processes, watch
+from . import devices, engine, flight, group, processes, watch
+from .engines import Engines
 from .errors import HangError, RankError
 from .progress import Progress
 
 BACKENDS = ("auto", "gloo", "nccl")
+BACKEND_VARIABLE = "DDPDEMO_BACKEND"   # what backend="auto" means, if set
 START_TIMEOUT = 120.0     # s; four engines on a 2-core laptop take ~10 s
-SETUP_TIMEOUT = 60.0      # s; one bounded step of start-up (import, init)
-HEARTBEAT_MS = 250        # ipyparallel's default 3 s beat slows start-up
+HEALTH_TIMEOUT = 5.0      # s; the barrier that checks a suspect group
 _clusters = weakref.WeakSet()
+
+
+class State(str, enum.Enum):
+    STOPPED = "stopped"
+    READY = "ready"
+    RESTARTING = "restarting"   # new engines on their way: form at next run
+    SUSPECT = "suspect"         # a rank raised: check the group first
+    BROKEN = "broken"           # stuck, and not ours to restart
 
 
 def _check_args(world_size, backend, timeout):
@@ -52,39 +65,30 @@ def _check_timeout(timeout):
                          f"got {timeout}")
 
 
-def _local_gpus():
-    import torch
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def _quiet_log():
-    """ipyparallel logs to stdout in IPython; that would land in the stored
-    outputs. Only its errors reach stderr."""
-    log = logging.getLogger("ddpdemo.ipyparallel")
-    if not log.handlers:
-        log.addHandler(logging.StreamHandler(sys.stderr))
-        log.setLevel(logging.ERROR)
-        log.propagate = False
-    return log
-
-
 class Cluster:
     """`world_size` ranks on ipyparallel engines, in one process group.
 
     backend: "gloo", "nccl", or "auto" (nccl when every rank can have a
-    GPU of its own). timeout: default bound, in seconds, on every `run`.
+    GPU of its own; the DDPDEMO_BACKEND variable, if set, overrides
+    "auto"). timeout: default bound, in seconds, on every `run`.
     engines: ipyparallel's engine launcher ("local", "mpi", "slurm",
     "ssh", ...), or profile: the name of a running ipyparallel cluster.
     rendezvous: "file" (local default: a FileStore in a private temporary
     directory, no listener) or "tcp" (rank 0 opens a TCPStore on port 0).
-    flight_recorder: entries in each rank's Flight Recorder (0: off).
+    spares: keep world_size spare engines ready (local clusters), so a
+    restart after a hang takes well under a second; each costs the memory
+    of a Python process that imported torch (see `spare_pids`).
+    flight_recorder: entries in each rank's Flight Recorder (0: off),
+    read back by `ledger()` and shown in HangError and RankError.
     """
 
     def __init__(self, world_size=2, backend="auto", timeout=30.0, *,
                  engines="local", profile=None, rendezvous=None,
                  master_addr=None, group_timeout=None, env=None,
-                 start_timeout=START_TIMEOUT,
+                 start_timeout=START_TIMEOUT, spares=True,
                  flight_recorder=flight.DEFAULT_BUFFER, **ipp_kwargs):
+        if backend == "auto":
+            backend = os.environ.get(BACKEND_VARIABLE) or "auto"
         _check_args(world_size, backend, timeout)
         _check_timeout(start_timeout)
         self.local = profile is None and engines == "local"
@@ -102,22 +106,25 @@ class Cluster:
         # reported by HangError (with its stack), not torch's own error.
         self.group_timeout = group_timeout or max(300.0, 4 * self.timeout)
         self.start_timeout = start_timeout
+        self.spares = bool(spares) and self.local
         self.backend = self._choose_backend(backend)
-        self._engines, self._profile = engines, profile
-        self._env, self._ipp_kwargs = dict(env or {}), ipp_kwargs
-        self._env.update(flight.env(flight_recorder))   # flight hook
-        self._flight = None
-        self._ipp = self._rc = self._tmp = None
+        # The recorder's size must be in the environment before torch
+        # starts (spares import it early); the keyword wins over env=.
+        self._env = dict(env or {}, **flight.env(flight_recorder))
+        self._engines_args = dict(launcher=engines, profile=profile,
+                                  env=self._env, ipp_kwargs=ipp_kwargs)
+        self._flight = None     # how to reach the group's store
+        self._engines = self._tmp = None
         self._ids, self._pids, self._seen = [], [], set()
-        self._generation = 0
-        # stopped, ready, restarting, suspect (a rank raised: check the
-        # group before the next run) or broken (stuck, cannot restart)
-        self._state = "stopped"
+        # Generation g's engines are sets g<g>-rank<r>; the current one
+        # runs the group, and `_launched` > it means spares are coming.
+        self._generation, self._launched = 0, -1
+        self._state = State.STOPPED
 
     def _choose_backend(self, backend):
         if backend == "gloo" or not self.local:
             return backend  # remote: "auto" is settled on the engines
-        gpus = _local_gpus()
+        gpus = devices.gpu_count()
         if backend == "nccl" and gpus < self.world_size:
             raise ValueError(f"backend='nccl' needs one GPU per rank: "
                              f"world_size={self.world_size}, but {gpus} "
@@ -126,7 +133,41 @@ class Cluster:
 
     def __repr__(self):
         return (f"<Cluster world_size={self.world_size} "
-                f"backend={self.backend!r} {self._state}>")
+                f"backend={self.backend!r} {self._state.value}>")
+
+    @property
+    def ranks(self):
+        return list(range(self.world_size))
+
+    @property
+    def state(self):
+        """A State: stopped, ready, restarting, suspect or broken."""
+        return self._state
+
+    @property
+    def pids(self):
+        """Process ids of the ranks' engines, by rank (local clusters)."""
+        return list(self._pids)
+
+    @property
+    def spare_pids(self):
+        """Process ids of the spare engines launched so far."""
+        if self._engines is None or self._launched <= self._generation:
+            return []
+        return self._engines.pids(self._launched)
+
+    def spares_ready(self):
+        """True once every spare wanted has registered (and so imported
+        torch): a restart now needs no engine to start."""
+        if not self.spares or self._engines is None:
+            return True
+        return (self._launched > self._generation and
+                self._engines.count_new(self._seen) >= self.world_size)
+
+    @property
+    def tmpdir(self):
+        """This cluster's private directory (stores, dumps), or None."""
+        return self._tmp
 
     # -- life cycle ----------------------------------------------------
     def __enter__(self):
@@ -137,38 +178,16 @@ class Cluster:
 
     def start(self):
         """Start the controller and engines and form the group."""
-        if self._state != "stopped":
+        if self._state != State.STOPPED:
             return self
-        import ipyparallel as ipp
-        from IPython.core.profiledir import ProfileDir
         _clusters.add(self)
         self._tmp = tempfile.mkdtemp(prefix="ddpdemo-")
         progress = Progress(f"Starting {self.world_size} ranks")
         try:
-            if self._profile is not None:
-                self._rc = ipp.Client(profile=self._profile)
-            else:
-                profile_dir = ProfileDir.create_profile_dir(
-                    os.path.join(self._tmp, "profile")).location
-                kwargs = dict(controller_ip="127.0.0.1") if self.local else {}
-                kwargs.update(self._ipp_kwargs)
-                launcher = (processes.RankEngineSetLauncher
-                            if self._engines == "local" else self._engines)
-                self._ipp = ipp.Cluster(
-                    profile_dir=profile_dir, engines=launcher, delay=0,
-                    log=_quiet_log(), shutdown_atexit=True,
-                    controller_args=["--usethreads",
-                                     f"--HeartMonitor.period={HEARTBEAT_MS}"],
-                    **kwargs)
-                guard = {}
-                if self._ipp.controller_launcher_class is \
-                        ipp.cluster.launcher.LocalControllerLauncher:
-                    guard["controller_cmd"] = processes.guarded(
-                        "ipyparallel.controller", remove=self._tmp)
-                self._ipp.start_controller_sync(**guard)
-                self._launch_engines()
-                self._rc = self._ipp.connect_client_sync()
-            self._state = "restarting"
+            self._engines = Engines(self.world_size, self._tmp,
+                                    **self._engines_args).start()
+            if self._engines.can_restart:
+                self._launch(self._generation)
             self._form_group(progress)
         except BaseException:
             self.stop()
@@ -178,199 +197,128 @@ class Cluster:
         register(self)
         return self
 
-    def _launch_engines(self):
-        """Start one engine set per rank (local), so each engine has its
-        RANK in its environment from birth; or one set of world_size."""
-        base = {"OMP_NUM_THREADS": "1", "PYTHONPATH": processes.pythonpath(),
-                "IPP_NONINTERACTIVE": "1"}
-        if self.local:
-            base["GLOO_SOCKET_IFNAME"] = engine.loopback_interface()
-        base.update(self._env)
-        args = dict(engine_args=["--IPEngine.enable_nanny=False"])
-        if not self.local:
-            # No guard: this kernel's pid means nothing on another host;
-            # remote engines end when the controller's heartbeat stops.
-            self._ipp.start_engines_sync(self.world_size, environment=base,
-                                         **args)
-            return
-        args["engine_cmd"] = processes.guarded("ipyparallel.engine")
-        for rank in range(self.world_size):
-            env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank),
-                       WORLD_SIZE=str(self.world_size))
-            self._ipp.start_engines_sync(
-                1, engine_set_id=f"g{self._generation}-rank{rank}",
-                environment=env, **args)
-
-    def _form_group(self, progress):
-        """Wait for the new engines, map them to ranks, init the group."""
-        deadline = time.monotonic() + self.start_timeout
-        new = []
-        while len(new) < self.world_size:
-            new = [i for i in self._rc.ids if i not in self._seen]
-            progress.update(f"engines {min(len(new), self.world_size)}"
-                            f"/{self.world_size}")
-            self._check_engine_sets()
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"only {len(new)} of {self.world_size} engines started "
-                    f"within {self.start_timeout:g} s")
-            time.sleep(0.05)
-        new = sorted(new)[:self.world_size]
-        self._seen.update(new)
-        # Rank of each engine: from its environment when we launched it
-        # (local), else by engine id; LOCAL_RANK counts ranks per host.
-        self._rc[new].use_cloudpickle()
-        ranks = self._apply(new, engine.env_rank)
-        if sorted(ranks) != list(range(self.world_size)):
-            ranks = list(range(self.world_size))
-        self._ids = [eid for _, eid in sorted(zip(ranks, new))]
-        progress.update("importing torch")
-        dump = os.path.join(self._tmp, "stack-{}.txt")
-        hosts = self._apply(self._ids, socket.gethostname)
-        local_ranks = [hosts[:r].count(h) for r, h in enumerate(hosts)]
-        env = dict(self._env)
-        facts = self._apply(self._ids, engine.prepare, per_rank=lambda r: (
-            r, local_ranks[r], self.world_size, env,
-            dump.format(r) if self.local else None))
-        self._pids = [f["pid"] for f in facts]
-        if self.backend == "auto":
-            fits = all(f["gpus"] > lr for f, lr in zip(facts, local_ranks))
-            self.backend = "nccl" if fits else "gloo"
-        progress.update(f"forming the {self.backend} group")
-        self._generation += 1
-        store = {}
-        if self.rendezvous == "file":
-            store["file_path"] = os.path.join(self._tmp,
-                                              f"store-{self._generation}")
-        else:
-            store["tcp"] = self._apply(self._ids[:1], engine.open_tcp_store,
-                                       per_rank=lambda r: (
-                                           self.world_size, self.master_addr,
-                                           self.group_timeout))[0]
-        self._apply(self._ids, engine.init_group, per_rank=lambda r: (
-            self.backend, r, self.world_size, self.group_timeout),
-            **store)
-        self._flight = flight.store_spec(**store)                # flight hook
-        self._apply(self._ids, flight.arm,
-                    per_rank=lambda r: (r, self._flight))
-        self._state = "ready"
-        if _in_ipython():
-            self._rc[self._ids].activate()
-
-    def _check_engine_sets(self):
-        """An engine that dies while starting would otherwise be waited
-        for until the start timeout."""
-        if self._ipp is None:
-            return
-        for set_id, code in processes.exited(dict(self._ipp.engines)):
-            # Quote the log: start() removes the directory it is in.
-            logs = glob.glob(os.path.join(self._ipp.profile_dir, "log",
-                                          f"ipengine-*-{set_id}-*.log"))
-            tail = open(logs[0]).read().splitlines()[-5:] if logs else []
-            raise RuntimeError("\n".join(
-                [f"an engine exited while starting ({set_id}, "
-                 f"{processes.describe_exit(code)}); its log ends:"]
-                + [f"    {line}" for line in tail]))
-
-    def _apply(self, ids, fn, per_rank=None, **kwargs):
-        """Call fn on engines `ids` (rank order), bounded, results listed."""
-        ars = [self._rc[eid].apply_async(
-            fn, *(per_rank(r) if per_rank else ()), **kwargs)
-            for r, eid in enumerate(ids)]
-        deadline = time.monotonic() + SETUP_TIMEOUT
-        out = []
-        for ar in ars:
-            out.append(ar.get(timeout=max(0.1, deadline - time.monotonic())))
-        return out
-
     def stop(self):
         """Stop every engine and the controller; remove temporary files."""
-        if self._rc is not None:
-            try:
-                self._rc.close()
-            except Exception:
-                pass
-        if self._ipp is not None:
-            self._kill_engines()
-            try:
-                self._ipp.stop_cluster_sync()
-            except Exception:
-                pass
+        if self._engines is not None:
+            self._engines.stop()
         if self._tmp:
             shutil.rmtree(self._tmp, ignore_errors=True)
-        self._ipp = self._rc = self._tmp = None
+        self._engines = self._tmp = None
         self._ids, self._pids = [], []
-        self._state = "stopped"
+        self._generation, self._launched = 0, -1
+        self._state = State.STOPPED
         from .magic import unregister
         unregister(self)
 
-    def _kill_engines(self):
-        """SIGKILL: a rank stuck in a gloo wait ignores SIGINT and SIGTERM.
-        Remote engines' pids belong to other hosts: ask their launcher."""
-        if not self.local:
-            try:
-                self._ipp.signal_engines_sync(signal.SIGKILL)
-            except Exception:   # the launcher's stop below still runs
-                pass
-            return
-        processes.kill(self._pids)
-
     def reset(self):
         """Restart every engine and form a new group. Bounded."""
-        if self._ipp is None:
+        if self._engines is None or not self._engines.can_restart:
             raise RuntimeError("this cluster's engines were not started by "
                                "it (profile=...), so it cannot restart them")
         self._begin_restart()
         self._finish_restart()
 
+    def _launch(self, generation):
+        """Launch a generation of engines without waiting for them. Local
+        ones import torch before they register: a spare is then ready to
+        form a group at once, and at start-up the import overlaps."""
+        self._engines.launch(generation,
+                             preload=("torch",) if self.local else ())
+        self._launched = generation
+
     def _begin_restart(self):
-        """Kill the engines and launch new ones without waiting for them,
-        so they start while the reader reads the error."""
-        if self._ipp is None:   # profile=...: not our engines to restart
-            self._state = "broken"
+        """Kill this generation's engines; the next generation (the
+        spares, or engines launched now without waiting for them, which
+        start while the reader reads the error) forms the next group."""
+        if not self._engines.can_restart:   # profile=...: not ours
+            self._state = State.BROKEN
             return
-        self._kill_engines()
-        self._ipp.stop_engines_sync()
+        self._engines.kill(self._pids, self._generation)
+        self._engines.stop_generation(self._generation)
         self._pids, self._ids = [], []
-        self._state = "restarting"
-        self._launch_engines()
+        self._generation += 1
+        if self._launched < self._generation:    # no spares
+            self._launch(self._generation)
+        self._state = State.RESTARTING
 
     def _finish_restart(self):
         progress = Progress(f"Restarting {self.world_size} ranks")
         self._form_group(progress)
         progress.done(f"{self.backend} group of {self.world_size} ready")
 
-    # -- running code ----------------------------------------------------
-    @property
-    def ranks(self):
-        return list(range(self.world_size))
+    # -- forming the group -----------------------------------------------
+    def _form_group(self, progress):
+        """Wait for this generation's engines, give them their ranks, and
+        form the process group on them (steps in ddpdemo.group)."""
+        ids = self._wait_for_engines(progress)
+        self._ids, local_ranks = group.assign_ranks(self._engines, ids,
+                                                    self.world_size)
+        progress.update("importing torch")
+        facts = group.prepare_ranks(
+            self._engines, self._ids, local_ranks, self._env,
+            os.path.join(self._tmp, "stack-{}.txt") if self.local else None)
+        self._pids = [f["pid"] for f in facts]
+        if self.backend == "auto":
+            self.backend = group.backend_for(facts, local_ranks)
+        progress.update(f"forming the {self.backend} group")
+        store = os.path.join(self._tmp, f"store-{self._generation}")
+        store = group.init_group(
+            self._engines, self._ids, self.backend, self.group_timeout,
+            master_addr=self.master_addr,
+            file_path=store if self.rendezvous == "file" else None)
+        # A thread on each rank answers ledger requests through the store,
+        # so a rank stuck in a collective still says what it recorded.
+        self._flight = flight.store_spec(**store)
+        self._engines.call_each(self._ids, flight.arm,
+                                per_rank=lambda r: (r, self._flight))
+        self._state = State.READY
+        if _in_ipython():
+            self._engines.activate(self._ids)
+        if self.spares:
+            # The next generation starts now, in the background: it
+            # imports torch while the reader works with this one.
+            self._launch(self._generation + 1)
 
-    def _ready(self):
-        if self._state == "stopped":
+    def _wait_for_engines(self, progress):
+        """Ids of this generation's engines once they have registered."""
+        deadline = time.monotonic() + self.start_timeout
+        ids = self._engines.wait_for_new(
+            self.world_size, self._seen, deadline, progress,
+            self._generation if self._engines.can_restart else None)
+        self._seen.update(ids)
+        self._engines.use_cloudpickle(ids)
+        return ids
+
+    # -- running code ----------------------------------------------------
+    def _ensure_ready(self):
+        """Raise if the cluster cannot run; finish a restart, or check a
+        group a failed rank may have poisoned, first."""
+        if self._state == State.STOPPED:
             raise RuntimeError("the cluster is not running: use "
                                "`with Cluster(...) as cluster:` or start()")
-        if self._state == "broken":
+        if self._state == State.BROKEN:
             raise RuntimeError(
                 "ranks of this cluster are stuck, and it cannot restart "
                 "engines it did not start (profile=...): restart the "
                 "ipyparallel cluster, then create a new Cluster")
-        if self._state == "restarting":
+        if self._state == State.RESTARTING:
             self._finish_restart()
-        elif self._state == "suspect":
+        elif self._state == State.SUSPECT:
             self._health_check()
 
     def _health_check(self):
         """After a rank raised, make sure the group still works: a gloo
         group whose wait timed out is poisoned for good."""
-        self._state = "ready"
+        self._state = State.READY
         try:
-            self._submit(engine.call, (_barrier, (), {}), 5.0)
+            self._run_on_ranks(engine.call, (_barrier, (), {}),
+                               HEALTH_TIMEOUT)
         except (HangError, RankError):
-            # _submit has begun a restart if ranks were stuck or dead;
-            # starting another would kill those fresh engines.
-            if self._state not in ("restarting", "broken"):
+            # _run_on_ranks has begun a restart if ranks were stuck or
+            # dead; starting another would kill those fresh engines.
+            if self._state not in (State.RESTARTING, State.BROKEN):
                 self._begin_restart()
-            self._ready()
+            self._ensure_ready()
 
     def run(self, fn, *args, timeout=None, **kwargs):
         """Call fn(*args, **kwargs) on every rank; results in rank order.
@@ -381,33 +329,35 @@ class Cluster:
         """
         if timeout is not None:
             _check_timeout(timeout)
-        self._ready()
-        return self._submit(engine.call, (fn, args, kwargs),
-                            self.timeout if timeout is None else timeout)
+        self._ensure_ready()
+        return self._run_on_ranks(engine.call, (fn, args, kwargs),
+                                  self.timeout if timeout is None else timeout)
 
     def run_cell(self, source, filename, timeout=None):
         """Run notebook source on every rank (the `%%ranks` magic)."""
         if timeout is not None:
             _check_timeout(timeout)
-        self._ready()
-        return self._submit(engine.run_source, (source, filename),
-                            self.timeout if timeout is None else timeout)
+        self._ensure_ready()
+        return self._run_on_ranks(engine.run_source, (source, filename),
+                                  self.timeout if timeout is None else timeout)
 
-    def _submit(self, fn, args, timeout):
-        ars = [self._rc[eid].apply_async(fn, *args) for eid in self._ids]
+    def _run_on_ranks(self, fn, args, timeout):
+        """Send fn(*args) to every rank, wait (bounded), echo output, and
+        turn failures into RankError and stuck ranks into HangError."""
+        ars = self._engines.submit(self._ids, fn, *args)
         pending, failed, dead = watch.wait(ars, timeout, self._is_alive)
         watch.echo_output(ars)
         errors = {r: watch.describe_error(ars[r]) for r in failed}
-        engine_sets = list(self._ipp.engines.values()) if self._ipp else []
-        errors.update({r: processes.describe_exit(processes.exit_code(
-            engine_sets, self._pids[r])) for r in dead})
-        if errors or pending:                                     # flight hook
+        errors.update({r: processes.describe_exit(
+            self._engines.exit_code(self._pids[r])) for r in dead})
+        ledger = None
+        if errors or pending:   # before a restart kills the ranks
             ledger = flight.ledger(self._flight, self.world_size, dead)
         if errors:
             if pending or dead:
                 self._begin_restart()
             else:
-                self._state = "suspect"
+                self._state = State.SUSPECT
             raise RankError(errors, blocked=pending, ledger=ledger)
         if pending:
             stacks = {}
@@ -421,11 +371,11 @@ class Cluster:
 
     def ledger(self):
         """Every rank's Flight Recorder ledger, side by side, with the
-        first divergence (chapter 5). Between runs: the ranks answer on
+        first divergence (chapter 5). Between runs the ranks answer on
         their main thread, so the ledger shows call sites too."""
         from .ledger import Ledger
-        self._ready()
-        records = self._apply(self._ids, flight.record)
+        self._ensure_ready()
+        records = self._engines.call_each(self._ids, flight.record)
         return Ledger(self.world_size, dict(enumerate(records)))
 
     def _is_alive(self, rank):

@@ -4,7 +4,9 @@ The notebook kernel never runs torch.distributed itself: every rank is an
 ipyparallel engine, a separate Python process, and the functions here are
 what `ddpdemo.Cluster` sends to it (chapter 0, "How the live cluster
 works"). They set the rank's environment, arm a stack dump for hang
-diagnosis, form the process group and call the reader's code.
+diagnosis, form the process group and call the reader's code. The guard
+that ends an engine with its kernel is in ddpdemo.guard; devices are in
+ddpdemo.devices.
 """
 import ast
 import datetime
@@ -13,8 +15,8 @@ import os
 import signal
 import socket
 import sys
-import threading
-import time
+
+from .devices import current_device, gpu_count, nccl_device
 
 # Objects that must live as long as the engine: the open stack-dump file
 # (faulthandler writes to its descriptor from a signal handler) and, on the
@@ -22,58 +24,10 @@ import time
 _keep = {}
 
 
-def guard_parent(parent_pid, remove=None, period=0.5):
-    """Exit this process when the notebook kernel that started it is gone,
-    first removing the directory `remove` (the cluster's temporary files).
-
-    A kernel killed with SIGKILL, or killed because it did not exit within
-    its manager's grace period, runs no atexit hook, so without this its
-    engines, controller and files would live on. A thread can do the
-    watching because gloo and NCCL release the GIL while they wait.
-    """
-    def watch():
-        while True:
-            time.sleep(period)
-            if not _alive(parent_pid):
-                _kill_children()
-                if remove:
-                    import shutil
-                    shutil.rmtree(remove, ignore_errors=True)
-                os._exit(1)
-
-    threading.Thread(target=watch, name="ddpdemo-guard", daemon=True).start()
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _kill_children():
-    try:
-        import psutil
-        for child in psutil.Process().children(recursive=True):
-            child.kill()
-    except Exception:  # best effort: we are exiting anyway
-        pass
-
-
-def loopback_interface():
-    """Name of the loopback interface: `lo` on Linux, `lo0` on macOS."""
-    for _, name in socket.if_nameindex():
-        if name.startswith("lo"):
-            return name
-    return "lo"
-
-
-def env_rank():
-    """The RANK this engine was launched with, or -1 if none."""
-    return int(os.environ.get("RANK", -1))
+def identify():
+    """(the RANK this engine was launched with, or -1 if none; its host):
+    how the client maps engines to ranks and counts ranks per host."""
+    return int(os.environ.get("RANK", -1)), socket.gethostname()
 
 
 def prepare(rank, local_rank, world_size, env, dump_path):
@@ -90,10 +44,8 @@ def prepare(rank, local_rank, world_size, env, dump_path):
         _keep["dump"] = open(dump_path, "w")
         faulthandler.register(signal.SIGUSR1, file=_keep["dump"],
                               all_threads=True)
-    import torch
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     return {"pid": os.getpid(), "host": socket.gethostname(),
-            "rank": rank, "gpus": gpus}
+            "rank": rank, "gpus": gpu_count()}
 
 
 def open_tcp_store(world_size, master_addr, timeout_s):
@@ -139,25 +91,13 @@ def init_group(backend, rank, world_size, timeout_s, file_path=None,
     _keep["client_store"] = store
     kwargs = {}
     if backend == "nccl":
-        kwargs["device_id"] = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
-        torch.cuda.set_device(kwargs["device_id"])
+        kwargs["device_id"] = nccl_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group(backend, store=store, rank=rank,
                             world_size=world_size, timeout=timeout, **kwargs)
     user_namespace().update(torch=torch, dist=dist, rank=rank,
                             local_rank=int(os.environ["LOCAL_RANK"]),
                             world_size=world_size, device=current_device())
     return dist.get_backend()
-
-
-def current_device():
-    """The device this rank's tensors belong on: cuda:LOCAL_RANK under
-    NCCL, the CPU under gloo. Chapter 1 uses it so one notebook serves both.
-    """
-    import torch
-    import torch.distributed as dist
-    if dist.is_initialized() and dist.get_backend() == "nccl":
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-    return torch.device("cpu")
 
 
 def to_cpu(value):

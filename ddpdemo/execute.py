@@ -2,18 +2,27 @@
 
     python -m ddpdemo.execute                # every notebook in _toc.yml
     python -m ddpdemo.execute book/01_all_reduce.ipynb
+    python -m ddpdemo.execute --backend nccl --check   # GPUs: run, store nothing
 
 The only way stored outputs change: never edit them by hand. Each notebook
 runs top to bottom in a fresh kernel, exactly as strict nbval will re-run
 it, with progress output off (IPP_NONINTERACTIVE). Run-to-run noise that
 nbval ignores anyway (timing metadata, widget state) is stripped, and
 execution counts are renumbered 1, 2, 3... (nbval needs them, and a top to
-bottom run always gives these), so diffs show only real changes. Stops at
-the first failing cell.
+bottom run always gives these), and an output whose text differs from the
+stored one only where book/sanitize.cfg masks it (a duration, a pid, a
+port, a bandwidth) keeps its stored text, so a refresh shows diffs only
+where something really changed. Stops at the first failing cell.
+
+--check runs the notebooks and stores nothing: what CI or a GPU machine
+runs to see every chapter pass. --backend sets DDPDEMO_BACKEND, which the
+notebook kernels inherit and `Cluster(backend="auto")` obeys.
 """
 import argparse
+import configparser
 import os
 import pathlib
+import re
 import sys
 import time
 
@@ -57,27 +66,98 @@ def clean(nb):
     return nb
 
 
-def execute(path):
+def sanitizers(path=ROOT / "book" / "sanitize.cfg"):
+    """(regex, replacement) pairs from the file nbval sanitises with."""
+    config = configparser.ConfigParser()
+    config.read(path)
+    return [(re.compile(config[name]["regex"]), config[name]["replace"])
+            for name in config.sections()]
+
+
+def sanitize(text, rules):
+    for regex, replace in rules:
+        text = regex.sub(replace, text)
+    return text
+
+
+def _texts(output):
+    """The text nbval compares in one output, and where it lives."""
+    if output.get("output_type") == "stream":
+        return {"text": output.get("text", "")}
+    data = output.get("data", {})
+    return {k: v for k, v in data.items() if k == "text/plain"}
+
+
+def keep_unchanged(old, new, rules):
+    """In `new`, put back the stored text of every output that equals the
+    stored one after sanitising: same cell source, same output position,
+    same text but for durations, pids, ports and bandwidths."""
+    old_cells = [c for c in old.cells if c.cell_type == "code"]
+    new_cells = [c for c in new.cells if c.cell_type == "code"]
+    for before, after in zip(old_cells, new_cells):
+        if before.source != after.source or \
+                len(before.outputs) != len(after.outputs):
+            continue
+        for was, now in zip(before.outputs, after.outputs):
+            if was.get("output_type") != now.get("output_type"):
+                continue
+            was_text, now_text = _texts(was), _texts(now)
+            if was_text.keys() != now_text.keys():
+                continue
+            for key, text in now_text.items():
+                if text != was_text[key] and sanitize(text, rules) == \
+                        sanitize(was_text[key], rules):
+                    if key == "text":
+                        now["text"] = was_text[key]
+                    else:
+                        now["data"][key] = was_text[key]
+    return new
+
+
+def execute(path, store=True):
+    """Run the notebook top to bottom in a fresh kernel; store its outputs
+    unless store=False (the file is then not touched)."""
+    import copy
     import nbformat
     from nbclient import NotebookClient
-    nb = nbformat.read(path, as_version=4)
+    stored = nbformat.read(path, as_version=4)
+    nb = copy.deepcopy(stored)
     client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}},
                             record_timing=False)
     client.execute()
-    nbformat.write(clean(nb), path)
+    if store:
+        nbformat.write(keep_unchanged(stored, clean(nb), sanitizers()), path)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=pathlib.Path)
+    parser.add_argument("--check", action="store_true",
+                        help="run every cell, store nothing")
+    parser.add_argument("--backend", choices=("auto", "gloo", "nccl"),
+                        help="what Cluster(backend='auto') uses")
     args = parser.parse_args(argv)
+    if args.backend not in (None, "gloo") and not args.check:
+        parser.error("stored outputs are gloo's: use --backend "
+                     f"{args.backend} with --check")
     os.environ["IPP_NONINTERACTIVE"] = "1"
+    if args.backend:
+        os.environ["DDPDEMO_BACKEND"] = args.backend
+    verb = "checking" if args.check else "executing"
+    total = time.monotonic()
     for path in args.notebooks or book_notebooks():
         start = time.monotonic()
-        print(f"executing {path} ...", end=" ", flush=True)
-        execute(path.resolve())
+        print(f"{verb} {path} ...", end=" ", flush=True)
+        try:
+            execute(path.resolve(), store=not args.check)
+        except Exception as exc:
+            print(f"FAILED after {time.monotonic() - start:.1f} s")
+            print(exc, file=sys.stderr)
+            return 1
         print(f"{time.monotonic() - start:.1f} s", flush=True)
+    print(f"done in {time.monotonic() - total:.1f} s")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,16 +1,21 @@
-"""One visual style for every figure in the book, and the figures that more
-than one chapter draws (a per-rank timeline). Chapters 1 to 6.
+"""One visual style for every figure in the book, and the figures that are
+not tied to one concept: a per-rank timeline (chapters 3 to 6) and what
+each rank holds before and after a collective (chapter 1).
 
 Figures are built with `matplotlib.figure.Figure`, not pyplot, so a cell
 that ends with `fig` shows it exactly once, and a notebook's stored text
 output for it (`<Figure size ... with N Axes>`) is the same on every run.
 Importing this module in a notebook registers a PNG view of such figures
 (without it only the text would be stored, and the book would show none).
-Chapter-specific figures live beside the concept they draw (e.g. ring.py)
-and use `new_figure` and `rank_color` from here.
+Figures of one concept live beside it (e.g. ring.py) and use
+`new_figure`, `rank_color` and `box` from here.
+
+    before, after = by_collective(cluster.run(five_collectives))
+    plot_collectives(before, after)
 """
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
+
 
 def _show_in_notebooks():
     """Let IPython render a bare Figure as PNG, as pyplot's inline backend
@@ -91,3 +96,73 @@ def timeline(spans, title="", marks=()):
         fig.legend(handles=handles, loc="outside lower center",
                    ncol=len(labels), fontsize=8, frameon=False)
     return fig
+
+
+def box(ax, x, y, color, *, face=None, alpha=1.0, edge=None, linewidth=1.0,
+        inset=0.1):
+    """A value's box at (x, y) in a grid of unit cells, in a rank's colour:
+    filled with `face` (default the colour) at `alpha`, outlined in `edge`
+    (default the colour), `inset` short of the cell top and bottom."""
+    patch = Rectangle((x + 0.05, y + inset), 0.9, 1 - 2 * inset,
+                      facecolor=color if face is None else face, alpha=alpha,
+                      edgecolor=color if edge is None else edge,
+                      linewidth=linewidth)
+    ax.add_patch(patch)
+    return patch
+
+
+def by_collective(results):
+    """Regroup per-rank results into (before, after).
+
+    results: one (tensor before, {collective: tensor after}) pair per
+    rank, in rank order, as `Cluster.run` returns them. Gives before as a
+    list by rank and after as {collective: list by rank}, keeping the
+    order in which the ranks listed the collectives.
+    """
+    before = [b for b, _ in results]
+    names = list(results[0][1])
+    after = {name: [a[name] for _, a in results] for name in names}
+    return before, after
+
+
+def plot_collectives(before, after, title="what each rank holds"):
+    """One row for the tensors before, then one row per collective after.
+
+    Each rank's tensor is a line of boxes in its colour, one value per
+    box; a value that changed from before is drawn bold on a filled box.
+    The chapter makes the `dist.*` calls itself, on the ranks, and hands
+    what they really held to this function. Returns the figure.
+    """
+    rows = [("before (every collective starts here)", before, None)]
+    rows += [(f"after dist.{name}", held, before)
+             for name, held in after.items()]
+    width = max(len(t.reshape(-1)) for _, held, _ in rows for t in held)
+    world_size = len(before)
+    fig, axes = new_figure(len(rows), 1, height=0.4 + 0.32 * world_size
+                           * len(rows) + 0.3 * len(rows))
+    for ax, (label, held, ref) in zip(axes[:, 0], rows):
+        for rank, tensor in enumerate(held):
+            values = tensor.reshape(-1).tolist()
+            old = ref[rank].reshape(-1).tolist() if ref is not None else None
+            for i, value in enumerate(values):
+                changed = old is not None and (i >= len(old)
+                                               or old[i] != value)
+                box(ax, i, rank, rank_color(rank),
+                    alpha=0.35 if changed else 0.08)
+                ax.text(i + 0.5, rank + 0.5, number(value), ha="center",
+                        va="center", fontsize=8,
+                        fontweight="bold" if changed else "normal")
+        ax.set_xlim(-0.1, width + 0.1)
+        ax.set_ylim(world_size - 0.05, -0.05)
+        ax.set_yticks([r + 0.5 for r in range(world_size)],
+                      [f"rank {r}" for r in range(world_size)], fontsize=8)
+        ax.set_xticks([])
+        ax.spines[["bottom", "left"]].set_visible(False)
+        ax.set_title(label, fontsize=9, loc="left")
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def number(value):
+    """A value as a box shows it: floats without trailing zeros."""
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -1,25 +1,82 @@
 """Start an ipyparallel process that ends itself if its notebook dies.
 
-    python -m ddpdemo.guard PARENT_PID [--remove DIR] MODULE [ARGS...]
+    python -m ddpdemo.guard PARENT_PID [--remove DIR] [--preload MODULE]
+                            MODULE [ARGS...]
 
-Used by `Cluster` for the controller and every engine: a kernel killed
-with SIGKILL runs no clean-up, and its engines must not outlive it. The
-controller's guard also removes the cluster's temporary directory.
+Used by `Cluster` for the controller and every engine, spares included: a
+kernel killed with SIGKILL runs no clean-up, and its engines must not
+outlive it. The controller's guard also removes the cluster's temporary
+directory. `--preload torch` imports torch before the engine starts, so a
+spare engine is ready to form a group the moment it is needed (chapter 0).
 """
+import importlib
+import os
 import runpy
 import sys
+import threading
+import time
 
-from .engine import guard_parent
+
+def guard_parent(parent_pid, remove=None, period=0.5):
+    """Exit this process when the notebook kernel that started it is gone,
+    first removing the directory `remove` (the cluster's temporary files).
+
+    A kernel killed with SIGKILL, or killed because it did not exit within
+    its manager's grace period, runs no atexit hook, so without this its
+    engines, controller and files would live on. A thread can do the
+    watching because gloo and NCCL release the GIL while they wait.
+    """
+    def watch():
+        while True:
+            time.sleep(period)
+            if not _alive(parent_pid):
+                _kill_children()
+                if remove:
+                    import shutil
+                    shutil.rmtree(remove, ignore_errors=True)
+                os._exit(1)
+
+    threading.Thread(target=watch, name="ddpdemo-guard", daemon=True).start()
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_children():
+    try:
+        import psutil
+        for child in psutil.Process().children(recursive=True):
+            child.kill()
+    except Exception:  # best effort: we are exiting anyway
+        pass
+
+
+def parse(args):
+    """(parent pid, directory to remove, modules to preload, module,
+    its arguments) from the command line above."""
+    args = list(args)
+    parent, remove, preload = int(args.pop(0)), None, []
+    while args and args[0] in ("--remove", "--preload"):
+        flag, value = args.pop(0), args.pop(0)
+        if flag == "--remove":
+            remove = value
+        else:
+            preload.append(value)
+    return parent, remove, preload, args.pop(0), args
 
 
 def main():
-    args = sys.argv[1:]
-    parent = int(args.pop(0))
-    remove = args.pop(1) if args[0] == "--remove" else None
-    if remove:
-        args.pop(0)
-    module = args.pop(0)
+    parent, remove, preload, module, args = parse(sys.argv[1:])
     guard_parent(parent, remove)
+    for name in preload:
+        importlib.import_module(name)
     sys.argv = [module] + args
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

@@ -21,7 +21,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-from .engine import loopback_interface
+from .devices import gpu_count, loopback_interface, nccl_device
 
 
 def local_rank(argv=None):
@@ -46,14 +46,11 @@ def init(backend="auto", timeout_s=60.0, argv=None):
         # Single machine: keep gloo's sockets on loopback.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
     if backend == "auto":
-        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        backend = "nccl" if gpus > lr else "gloo"
+        backend = "nccl" if gpu_count() > lr else "gloo"
     kwargs = {}
     device = torch.device("cpu")
     if backend == "nccl":
-        device = torch.device("cuda", lr)
-        torch.cuda.set_device(device)
-        kwargs["device_id"] = device
+        device = kwargs["device_id"] = nccl_device(lr)
     dist.init_process_group(backend, timeout=datetime.timedelta(
         seconds=timeout_s), **kwargs)
     return dist.get_rank(), dist.get_world_size(), device

@@ -9,10 +9,11 @@ deadlock; `%%ranks` has the same guarantees as `Cluster.run`:
     dist.all_reduce(t)
     t
 """
-import argparse
 import hashlib
 import linecache
-import shlex
+
+from IPython.core.magic_arguments import (argument, magic_arguments,
+                                          parse_argstring)
 
 # Running clusters, oldest first: the magic talks to the last one started
 # that is still running, so stopping a second cluster hands it back.
@@ -36,14 +37,15 @@ def unregister(cluster):
         _active.remove(cluster)
 
 
-_parser = argparse.ArgumentParser(prog="%%ranks", add_help=False)
-_parser.add_argument("--timeout", type=float, default=None)
-
-
+@magic_arguments()
+@argument("--timeout", type=float, default=None,
+          help="seconds to wait for every rank (default: the cluster's)")
 def ranks(line, cell):
-    """%%ranks [--timeout SECONDS]: run this cell on every rank."""
+    """Run this cell on every rank, bounded, output grouped by rank."""
     __tracebackhide__ = True  # IPython: show the error, not this frame
-    args = _parser.parse_args(shlex.split(line))
+    # A bad option raises UsageError, which IPython shows as one line,
+    # instead of argparse's SystemExit.
+    args = parse_argstring(ranks, line)
     if not _active:
         raise RuntimeError("no cluster is running: start one with "
                            "ddpdemo.Cluster(...) first")

@@ -1,6 +1,7 @@
-"""The engine processes of a local cluster: launched under a guard with
-their rank in their environment, watched, killed, and how they ended.
-Plumbing for ddpdemo.cluster (chapter 0).
+"""The local processes behind a cluster, as the operating system sees
+them: the guarded command that starts one, whether it lives, killing it,
+and how it ended, in words. No ipyparallel here (that is
+ddpdemo.engines). Plumbing for ddpdemo.cluster (chapter 0).
 """
 import os
 import signal
@@ -8,50 +9,15 @@ import sys
 import time
 
 import psutil
-from ipyparallel.cluster.launcher import (LocalEngineLauncher,
-                                          LocalEngineSetLauncher)
 
 
-class _RecordingProcess:
-    """psutil.Process whose wait() remembers the exit status.
-
-    ipyparallel's launcher reaps each engine in a thread the moment it
-    exits, and reports the status on an event loop that may not be running,
-    so without this a dead rank's signal would be lost, or reported only
-    sometimes, and notebook output would change from run to run.
-    """
-
-    def __init__(self, process):
-        self._process = process
-        self.exit_code = None
-
-    def wait(self, timeout=None):
-        code = self._process.wait(timeout)
-        self.exit_code = code
-        return code
-
-    def __getattr__(self, name):
-        return getattr(self._process, name)
-
-
-class RankEngineLauncher(LocalEngineLauncher):
-    """A local engine whose exit status can be read afterwards."""
-
-    def _start_waiting(self):
-        self.process = _RecordingProcess(self.process)
-        super()._start_waiting()
-
-
-class RankEngineSetLauncher(LocalEngineSetLauncher):
-    """ipyparallel's local engine set, made of RankEngineLaunchers."""
-    launcher_class = RankEngineLauncher
-
-
-def guarded(module, remove=None):
+def guarded(module, remove=None, preload=()):
     """The command that starts an ipyparallel process under ddpdemo's
     guard, which ends it (and removes `remove`) if this kernel dies
-    without cleaning up."""
+    without cleaning up; `preload`: modules to import before `module`."""
     extra = ["--remove", remove] if remove else []
+    for name in preload:
+        extra += ["--preload", name]
     return [sys.executable, "-m", "ddpdemo.guard", str(os.getpid()),
             *extra, module]
 
@@ -78,37 +44,37 @@ def kill(pids, wait=5.0):
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    # Wait until each is gone or a zombie, without reaping it: reaping
+    # here (psutil's wait) would take the exit status from the launcher's
+    # own reaper thread, and a dead rank's signal would be lost.
+    deadline = time.monotonic() + wait
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def kill_tree(pid, wait=5.0):
+    """SIGKILL a process and every process it started (ipyparallel's
+    controller forks helpers that SIGKILL would otherwise orphan)."""
+    try:
+        family = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+    kill([pid] + [child.pid for child in family], wait)
+
+
+def rss_bytes(pids, unique=False):
+    """Resident memory of these processes, summed (what spares cost).
+    unique=True: only the pages no other process shares (USS), which is
+    what they would give back; RSS also counts shared libraries."""
+    total = 0
     for pid in pids:
         try:
-            psutil.Process(pid).wait(timeout=wait)
-        except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+            process = psutil.Process(pid)
+            total += (process.memory_full_info().uss if unique
+                      else process.memory_info().rss)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
-
-
-def exited(engine_sets):
-    """(engine set id, exit code) of every recorded engine that has ended.
-    ipyparallel's own `stop_data` is filled only by a loop callback that
-    may never run, so this reads what RankEngineLauncher recorded."""
-    return [(set_id, el.process.exit_code)
-            for set_id, es in engine_sets.items()
-            for el in getattr(es, "launchers", {}).values()
-            if getattr(getattr(el, "process", None), "exit_code", None)
-            is not None]
-
-
-def exit_code(engine_sets, pid, wait=2.0):
-    """How the engine with this pid ended (negative: the signal), read
-    from its launcher; None if it cannot be known within `wait` s."""
-    launchers = [el for es in engine_sets
-                 for el in getattr(es, "launchers", {}).values()
-                 if getattr(el, "pid", None) == pid]
-    deadline = time.monotonic() + wait
-    while launchers and time.monotonic() < deadline:
-        code = getattr(launchers[0].process, "exit_code", None)
-        if code is not None:
-            return code
-        time.sleep(0.01)
-    return None
+    return total
 
 
 def describe_exit(code):

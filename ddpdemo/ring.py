@@ -121,7 +121,7 @@ def plot_ring_steps(stats, title="ring all-reduce, step by step"):
     """
     # Imported here: the ranks of a torchrun script use the ring, not
     # matplotlib.
-    from .figures import new_figure, rank_color
+    from .figures import box, new_figure, number, rank_color
     n = len(stats)
     rows = len(stats[0].snapshots)
     final = stats[0].snapshots[-1]
@@ -135,9 +135,12 @@ def plot_ring_steps(stats, title="ring all-reduce, step by step"):
             sent = st.steps[row - 1][2] if row else None
             for chunk, value in enumerate(values):
                 done = value == final[chunk]
-                ax.add_patch(_box(x0 + chunk, row, rank_color(rank), done,
-                                  chunk == sent))
-                ax.text(x0 + chunk + 0.5, row + 0.5, _fmt(value),
+                outlined = chunk == sent
+                box(ax, x0 + chunk, row, rank_color(rank),
+                    face=None if done else "white",
+                    edge="black" if outlined else None,
+                    linewidth=2.0 if outlined else 0.8, inset=0.08)
+                ax.text(x0 + chunk + 0.5, row + 0.5, number(value),
                         ha="center", va="center", fontsize=6.5,
                         color="white" if done else "black")
         ax.text(x0 + n / 2, -0.35, f"rank {rank}", ha="center",
@@ -150,17 +153,3 @@ def plot_ring_steps(stats, title="ring all-reduce, step by step"):
     ax.set_title(title + "  (outlined: chunk sent to the right; "
                  "filled: final sum)", fontsize=9)
     return fig
-
-
-def _box(x, y, color, filled, outlined):
-    from matplotlib.patches import Rectangle
-    return Rectangle((x + 0.05, y + 0.08), 0.9, 0.84,
-                     facecolor=color if filled else "white",
-                     edgecolor="black" if outlined else color,
-                     linewidth=2.0 if outlined else 0.8)
-
-
-def _fmt(value):
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)

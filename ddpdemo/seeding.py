@@ -7,13 +7,15 @@ spirit of YOLOv5's `init_seeds`. Chapter 6 ("Seeds across ranks").
 A script seeds Python's `random`, numpy's global generator and torch's
 (`torch.manual_seed` seeds the CPU generator and every CUDA device's).
 Under DDP every rank runs the same script, so the same seed on every rank
-makes every rank draw the same "random" augmentations.
+makes every rank draw the same "random" augmentations. `WorkerSeeds`
+shows what torch does for DataLoader workers.
 """
 import os
 import random
 
 import numpy as np
 import torch
+from torch.utils.data import Dataset, get_worker_info
 
 
 def init_seeds(seed=0, deterministic=False):
@@ -52,3 +54,26 @@ def flags():
             "cudnn.benchmark": torch.backends.cudnn.benchmark,
             "deterministic_algorithms":
                 torch.are_deterministic_algorithms_enabled()}
+
+
+class WorkerSeeds(Dataset):
+    """Reports, for each item, the DataLoader worker that loaded it, the
+    seed torch gave that worker, and the first draw of each generator the
+    worker owns (drawn once, at the worker's first item)."""
+
+    def __init__(self, n=4):
+        self.n = n
+        self.first = None
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, index):
+        info = get_worker_info()
+        if self.first is None:   # each worker has its own copy of self
+            self.first = (random.random(), float(np.random.random()),
+                          torch.rand(()).item(), torch.initial_seed())
+        return {"index": index, "worker": info.id if info else -1,
+                "seed": info.seed if info else None, "random": self.first[0],
+                "numpy": self.first[1], "torch": self.first[2],
+                "torch_initial_seed": self.first[3]}

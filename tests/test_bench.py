@@ -1,11 +1,8 @@
 """ddpdemo.bench's arithmetic and verdicts (its timings are measured by
 running it, never asserted in tests)."""
-import subprocess
-import sys
-
 import pytest
 
-from ddpdemo import bench
+from ddpdemo import bandwidth, bench
 
 
 def test_busbw_follows_nccl_tests():
@@ -17,7 +14,7 @@ def test_busbw_follows_nccl_tests():
 
 def test_verdicts_compare_against_targets():
     good = {"ready_vs_torchrun": 1.2, "torchrun_vs_rerun": 200,
-            "recover_s": 4.0, "hang_detect_s": 5.4, "hang_timeout_s": 5.0}
+            "recover_s": 0.8, "hang_detect_s": 5.4, "hang_timeout_s": 5.0}
     assert all(bench.verdicts(good).values())
     bad = dict(good, ready_vs_torchrun=1.6, hang_detect_s=8.5)
     checks = bench.verdicts(bad)
@@ -34,12 +31,9 @@ def test_table_marks_missed_targets():
     assert "0.0002" in text   # not rounded away to 0.000
 
 
-def test_torchrun_oneshot_runs(tmp_path):
+def test_torchrun_oneshot_runs(torchrun):
     """The script torchrun times really forms a group and all-reduces."""
-    out = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone",
-         "--nproc-per-node=2", "-m", "ddpdemo.bench", "--oneshot"],
-        capture_output=True, text=True, timeout=120)
+    out = torchrun("-m", "ddpdemo.bench", "--oneshot")
     assert out.returncode == 0, out.stderr[-2000:]
 
 
@@ -51,8 +45,8 @@ def test_rank_timers_measure_every_size_and_both_rings():
     import ddpdemo
     with ddpdemo.Cluster(world_size=2, backend="gloo") as cluster:
         sizes = [1024, 2 ** 16]
-        per_rank = cluster.run(bench._time_all_reduce, sizes, 3)
-        rings = cluster.run(bench._time_ring_and_builtin, 2 ** 16, 3)
+        per_rank = cluster.run(bandwidth.time_all_reduce, sizes, 3)
+        rings = cluster.run(bandwidth.time_ring_and_builtin, 2 ** 16, 3)
     assert [sorted(p) for p in per_rank] == [sizes, sizes]
     assert [sorted(p) for p in rings] == [["builtin", "ring"]] * 2
     assert all(s > 0 for p in per_rank + rings for s in p.values())
@@ -69,3 +63,23 @@ def test_fit_alpha_beta_finds_the_fixed_cost_of_small_messages():
     fit_c, fit_beta = bench.fit_alpha_beta(sizes, seconds)
     assert fit_c == pytest.approx(c, rel=0.2)
     assert fit_beta == pytest.approx(beta, rel=0.5)
+
+
+def test_chapter_seconds_sum_setup_call_and_teardown_per_notebook():
+    out = """============ slowest durations ============
+12.50s call     book/00_live_cluster.ipynb::Cell 3
+3.25s setup    book/00_live_cluster.ipynb::Cell 0
+0.25s teardown book/03_barrier.ipynb::Cell 9
+1.00s call     tests/test_x.py::test_y
+"""
+    per = bench.chapter_seconds(out, ["00_live_cluster.ipynb",
+                                      "03_barrier.ipynb", "07_x.ipynb"])
+    assert per == {"00_live_cluster.ipynb": 15.75, "03_barrier.ipynb": 0.25,
+                   "07_x.ipynb": 0.0}
+
+
+def test_table_shows_chapters_and_the_hang_bound():
+    text = bench.table({"hang_detect_s": 9.0, "hang_timeout_s": 5.0,
+                        "chapter_nbval_s": {"00_live_cluster.ipynb": 12.0}})
+    assert "<= timeout + 3 s: MISSED" in text
+    assert "chapter_nbval_s 00" in text

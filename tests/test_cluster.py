@@ -6,17 +6,13 @@ import sys
 import textwrap
 import time
 
-import cloudpickle
 import psutil
 import pytest
 import torch
 
 import ddpdemo
-from ddpdemo.cluster import _check_args
+from ddpdemo.cluster import State, _check_args
 
-# Functions here are sent to the ranks by value: the engines cannot import
-# this test module.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def rank_tensor(rank):
@@ -45,15 +41,14 @@ def raise_on_rank_1():
     dist.barrier()
 
 
-def engine_pids(cluster):
-    return list(cluster._pids)
-
-
 def ipp_processes():
+    """Controllers and engines that this test process started (guarded
+    with its pid): other people's clusters on the machine are not ours."""
+    mine = f"ddpdemo.guard {os.getpid()} "
     found = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if "ipyparallel" in cmd and "ddpdemo.guard" in cmd:
+        if "ipyparallel" in cmd and mine in cmd:
             found.append(proc.info["pid"])
     return found
 
@@ -88,10 +83,6 @@ def reference_sum(world_size):
     return sum(rank_tensor(r) for r in range(world_size))
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=20) as c:
-        yield c
 
 
 def test_all_reduce_two_ranks_matches_reference(cluster):
@@ -147,7 +138,7 @@ def test_exception_on_one_rank_raises_rank_error(cluster):
 
 
 def test_killed_engine_is_named_and_recovered(cluster):
-    victim = engine_pids(cluster)[1]
+    victim = cluster.pids[1]
 
     def die_on_rank_1():
         import os
@@ -218,7 +209,7 @@ def test_four_ranks_and_two_clusters_at_once():
             [reference_sum(4).tolist()] * 4
         assert [t.tolist() for t in small.run(all_reduce_example)] == \
             [[4, 6]] * 2
-        assert big._tmp != small._tmp
+        assert big.tmpdir != small.tmpdir
 
 
 def test_tcp_rendezvous_on_loopback():
@@ -233,7 +224,7 @@ def test_local_cluster_listens_on_loopback_only_and_leaves_nothing():
     with ddpdemo.Cluster(world_size=2, backend="gloo") as c:
         c.run(all_reduce_example)
         pids = set(ipp_processes()) - others
-        tmp = c._tmp
+        tmp = c.tmpdir
         assert len(pids) >= 3   # controller and two engines
         addresses = set()
         for pid in pids:
@@ -245,26 +236,31 @@ def test_local_cluster_listens_on_loopback_only_and_leaves_nothing():
 
 
 def test_engines_die_with_a_killed_kernel(tmp_path):
-    """A kernel killed with SIGKILL runs no clean-up; the guard must."""
+    """A kernel killed with SIGKILL runs no clean-up; the guard must, for
+    the ranks' engines and the spares alike."""
     script = tmp_path / "kernel.py"
     script.write_text(textwrap.dedent("""
         import sys, time, ddpdemo
         c = ddpdemo.Cluster(world_size=2, backend="gloo").start()
-        print(" ".join(map(str, c._pids)), c._tmp, flush=True)
+        deadline = time.monotonic() + 120
+        while not c.spares_ready() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        print(" ".join(map(str, c.pids + c.spare_pids)), c.tmpdir,
+              flush=True)
         time.sleep(60)
     """))
     proc = subprocess.Popen([sys.executable, str(script)],
                             stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline().split()
-        pids = [int(p) for p in line[:2]]
-        assert all(psutil.pid_exists(p) for p in pids)
+        pids = [int(p) for p in line[:4]]
+        assert len(pids) == 4 and all(psutil.pid_exists(p) for p in pids)
     finally:
         proc.kill()
         proc.wait(timeout=10)
     # SIGKILL skips atexit: the guards end the engines (orphans that
     # nobody may reap stay zombies) and the controller's removes the files.
-    assert wait_until_gone(pids, line[2], zombies_count=True) == ([], False)
+    assert wait_until_gone(pids, line[4], zombies_count=True) == ([], False)
 
 
 def test_interpreter_exit_stops_everything(tmp_path):
@@ -273,7 +269,7 @@ def test_interpreter_exit_stops_everything(tmp_path):
     script.write_text(textwrap.dedent("""
         import ddpdemo
         c = ddpdemo.Cluster(world_size=2, backend="gloo").start()
-        print(" ".join(map(str, c._pids)), c._tmp, flush=True)
+        print(" ".join(map(str, c.pids)), c.tmpdir, flush=True)
     """))
     out = subprocess.run([sys.executable, str(script)], capture_output=True,
                          text=True, timeout=120).stdout.split()
@@ -314,7 +310,7 @@ def test_kernel_shutdown_stops_everything():
         reply = kc.execute_interactive(
             "import ddpdemo\n"
             "c = ddpdemo.Cluster(world_size=2, backend='gloo').start()\n"
-            "print(*c._pids, c._tmp)", timeout=120,
+            "print(*c.pids, c.tmpdir)", timeout=120,
             output_hook=lambda msg: outputs.append(msg))
         assert reply["content"]["status"] == "ok"
     finally:
@@ -368,16 +364,67 @@ def test_poisoned_group_is_replaced(cluster, monkeypatch):
 
 def test_health_check_that_hangs_restarts_once(cluster, monkeypatch):
     """A health check whose barrier hangs has already begun a restart in
-    _submit; a second one would kill the engines the first launched."""
-    cluster._state = "suspect"         # as after a rank raised
+    _run_on_ranks; a second would kill the engines the first launched."""
+    cluster._state = State.SUSPECT     # as after a rank raised
     restarts = count_restarts(cluster, monkeypatch)
-    submit = cluster._submit
+    run_on_ranks = cluster._run_on_ranks
 
     def hanging_once(*args):
-        monkeypatch.setattr(cluster, "_submit", submit)
-        cluster._begin_restart()       # what _submit does on a hang
+        monkeypatch.setattr(cluster, "_run_on_ranks", run_on_ranks)
+        cluster._begin_restart()       # what _run_on_ranks does on a hang
         raise ddpdemo.HangError([1], 5.0, 2)
 
-    monkeypatch.setattr(cluster, "_submit", hanging_once)
+    monkeypatch.setattr(cluster, "_run_on_ranks", hanging_once)
     assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
     assert len(restarts) == 1
+
+
+def wait_for_spares(cluster, within=120):
+    """Poll (bounded) until the cluster's spares have registered."""
+    deadline = time.monotonic() + within
+    while not cluster.spares_ready() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return cluster.spares_ready()
+
+
+def test_a_hang_promotes_the_spares_and_starts_new_ones():
+    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=20) as c:
+        assert wait_for_spares(c)
+        old, spares = c.pids, c.spare_pids
+        assert len(spares) == 2 and not set(spares) & set(old)
+        with pytest.raises(ddpdemo.HangError):
+            c.run(lonely_barrier, timeout=2)
+        assert wait_until_gone(old) == ([], False)   # stuck ones killed
+        assert c.run(all_reduce_example)[1].tolist() == [4, 6]
+        assert sorted(c.pids) == sorted(spares)      # promoted
+        assert c.run(my_rank) == [0, 1]
+        new_spares = c.spare_pids
+        assert len(new_spares) == 2
+        assert not set(new_spares) & set(spares + old)
+        everyone = c.pids + new_spares
+    assert wait_until_gone(everyone) == ([], False)
+
+
+def test_without_spares_a_restart_launches_new_engines():
+    with ddpdemo.Cluster(world_size=2, backend="gloo", spares=False) as c:
+        assert c.spares_ready() and c.spare_pids == []
+        old = c.pids
+        c.reset()
+        assert not set(c.pids) & set(old) and c.spare_pids == []
+        assert c.run(all_reduce_example)[0].tolist() == [4, 6]
+
+
+def test_backend_variable_decides_what_auto_means(monkeypatch):
+    """DDPDEMO_BACKEND (set by `ddpdemo.execute --backend`) is what a
+    notebook's Cluster(backend="auto") uses; a named backend is kept."""
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    monkeypatch.setenv("DDPDEMO_BACKEND", "nccl")
+    with pytest.raises(ValueError, match=f"{gpus} GPU"):
+        ddpdemo.Cluster(world_size=gpus + 1)
+    assert ddpdemo.Cluster(world_size=gpus + 1, backend="gloo").backend == \
+        "gloo"
+    monkeypatch.setenv("DDPDEMO_BACKEND", "gloo")
+    assert ddpdemo.Cluster(world_size=2).backend == "gloo"
+    monkeypatch.setenv("DDPDEMO_BACKEND", "mpi")
+    with pytest.raises(ValueError, match="unknown backend 'mpi'"):
+        ddpdemo.Cluster(world_size=2)

@@ -1,21 +1,15 @@
-"""ddpdemo.collectives (the before/after figure) on a real 2-rank gloo
+"""ddpdemo.figures' before/after figure on a real 2-rank gloo
 group, and chapter 1's script, ddpdemo.examples.all_reduce_sums, under
 torchrun and under the classic torch.distributed.launch."""
 import os
-import subprocess
-import sys
 
-import cloudpickle
-import pytest
 import torch
 from matplotlib.figure import Figure
 
-import ddpdemo
 import ddpdemo.examples.all_reduce_sums as all_reduce_sums
-from ddpdemo.collectives import by_collective, plot_collectives
+from ddpdemo.figures import by_collective, plot_collectives
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
-TORCHRUN_TIMEOUT = 120   # s: two ranks import torch on a busy 2-core box
+CLUSTER = dict(timeout=30)
 
 
 def start(rank):
@@ -34,10 +28,6 @@ def three_collectives():
     return x, out
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=30) as c:
-        yield c
 
 
 def test_by_collective_regroups_what_the_ranks_held(cluster):
@@ -68,12 +58,6 @@ def test_plot_collectives_one_row_each_and_changed_values_bold(cluster):
     assert len(fig.axes[3].patches) == 2 * 4
 
 
-def run_script(args, cwd=None):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run(args, capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=TORCHRUN_TIMEOUT)
-
-
 def expected_lines(world_size, source, stdout):
     # The port is the launcher's choice: one for the whole job, and a free
     # one, not the old fixed 29500 (chapter 1).
@@ -91,20 +75,17 @@ def expected_lines(world_size, source, stdout):
     return lines
 
 
-def test_all_reduce_sums_under_torchrun():
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    proc = run_script([torchrun, "--standalone", "--nproc-per-node", "2",
-                       "-m", "ddpdemo.examples.all_reduce_sums"])
+def test_all_reduce_sums_under_torchrun(torchrun):
+    proc = torchrun("-m", "ddpdemo.examples.all_reduce_sums")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == expected_lines(
         2, lambda rank: f"LOCAL_RANK={rank}", proc.stdout)
 
 
-def test_all_reduce_sums_under_classic_launch_with_local_rank_argument():
+def test_all_reduce_sums_under_classic_launch_with_local_rank_argument(
+        torchrun):
     folder, name = os.path.split(all_reduce_sums.__file__)
-    proc = run_script([sys.executable, "-m", "torch.distributed.launch",
-                       "--standalone", "--nproc_per_node", "2", name],
-                      cwd=folder)
+    proc = torchrun(name, classic=True, cwd=folder)
     assert proc.returncode == 0, proc.stderr
     assert "torch.distributed.launch is deprecated" in proc.stderr
     assert proc.stdout.splitlines() == expected_lines(

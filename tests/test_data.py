@@ -3,25 +3,22 @@ force and simulation), DataLoader worker seeding, and what ranks draw on
 a real gloo group. Each test is bounded by pytest-timeout."""
 import itertools
 import random
-import sys
 
-import cloudpickle
 import numpy as np
 import pytest
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
 from torch.utils.data._utils.worker import _generate_state
 
-import ddpdemo
 from ddpdemo import data
 from ddpdemo.seeding import init_seeds
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.fixture(scope="module")
 def tiles():
     return data.make_tiles()
+CLUSTER = dict(timeout=60)
 
 
 def test_tiles_distinct_and_labelled(tiles):
@@ -147,10 +144,6 @@ def reference(seed, rank, steps=4):
     return torch.stack([p for _, p in itertools.islice(loader, steps)])
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=60) as c:
-        yield c
 
 
 def test_shared_seed_duplicates_on_ranks(cluster):

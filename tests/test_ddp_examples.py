@@ -15,8 +15,8 @@ def rank_lines(stdout, rank):
 
 
 @pytest.mark.parametrize("classic", [False, True], ids=["torchrun", "launch"])
-def test_inside_ddp_broadcasts_weights_and_rebuilds_buckets(classic):
-    out, _ = launch("inside_ddp", classic=classic)
+def test_inside_ddp_broadcasts_weights_and_rebuilds_buckets(classic, torchrun):
+    out, _ = launch(torchrun, "inside_ddp", classic=classic)
     assert out.returncode == 0, out.stderr[-3000:]
     rank0, rank1 = rank_lines(out.stdout, 0), rank_lines(out.stdout, 1)
     # Different seeds, different weights: rank 1's change to rank 0's.
@@ -36,8 +36,8 @@ def test_inside_ddp_broadcasts_weights_and_rebuilds_buckets(classic):
         "step 3 bucket 2: 16640 bytes 0.bias 0.weight"]
 
 
-def test_when_ddp_hangs_fails_fast_naming_rank_0_in_backward():
-    out, elapsed = launch("when_ddp_hangs", "--timeout", "3")
+def test_when_ddp_hangs_fails_fast_naming_rank_0_in_backward(torchrun):
+    out, elapsed = launch(torchrun, "when_ddp_hangs", "--timeout", "3")
     assert out.returncode != 0
     assert elapsed < BOUND
     lines = out.stderr.splitlines()
@@ -48,8 +48,8 @@ def test_when_ddp_hangs_fails_fast_naming_rank_0_in_backward():
 
 
 @pytest.mark.parametrize("classic", [False, True], ids=["torchrun", "launch"])
-def test_when_ddp_hangs_with_join_ends_with_equal_weights(classic):
-    out, _ = launch("when_ddp_hangs", "--join", classic=classic)
+def test_when_ddp_hangs_with_join_ends_with_equal_weights(classic, torchrun):
+    out, _ = launch(torchrun, "when_ddp_hangs", "--join", classic=classic)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert [line.split(",")[0] for line in lines] == [

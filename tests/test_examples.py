@@ -5,8 +5,6 @@ Three scripts have exact-output tests beside their chapter's module
 barrier and deadlock scripts itself, under torchrun and the classic
 `python -m torch.distributed.launch` (which passes `--local-rank=N`)."""
 import pathlib
-import subprocess
-import sys
 import time
 
 import pytest
@@ -23,18 +21,12 @@ DDP_EXAMPLES = {"inside_ddp", "when_ddp_hangs"}
 BOUND = 60    # s: a 2-rank script takes ~10 s on a 2-core machine
 
 
-def launch(module, *args, classic=False):
-    """Run an example on 2 ranks; `--standalone` picks a free port."""
-    if classic:
-        cmd = [sys.executable, "-m", "torch.distributed.launch",
-               "--standalone", "--nproc_per_node", "2",
-               str(FOLDER / f"{module}.py"), *args]
-    else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node=2", "-m", f"ddpdemo.examples.{module}",
-               *args]
+def launch(torchrun, module, *args, classic=False):
+    """Run an example on 2 ranks, timed."""
+    target = ([str(FOLDER / f"{module}.py")] if classic
+              else ["-m", f"ddpdemo.examples.{module}"])
     start = time.monotonic()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=BOUND)
+    out = torchrun(*target, *args, classic=classic, timeout=BOUND)
     return out, time.monotonic() - start
 
 
@@ -48,8 +40,8 @@ def test_every_chapter_topic_has_a_tested_script():
 
 
 @pytest.mark.parametrize("classic", [False, True], ids=["torchrun", "launch"])
-def test_barrier_order_reads_after_rank_0_wrote(classic):
-    out, _ = launch("barrier_order", classic=classic)
+def test_barrier_order_reads_after_rank_0_wrote(classic, torchrun):
+    out, _ = launch(torchrun, "barrier_order", classic=classic)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.splitlines() == [
         "[rank 0] wrote the cache",
@@ -60,17 +52,17 @@ def test_barrier_order_reads_after_rank_0_wrote(classic):
         "[rank 1] started after rank 0 had finished: True"]
 
 
-def test_barrier_order_unordered_shows_the_race():
-    out, _ = launch("barrier_order", "--unordered")
+def test_barrier_order_unordered_shows_the_race(torchrun):
+    out, _ = launch(torchrun, "barrier_order", "--unordered")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert "[rank 1] started after rank 0 had finished: False" in lines
     assert "[rank 1] found 4 of 4 pieces" not in lines
 
 
-def test_barrier_order_both_shows_the_race_then_the_order():
+def test_barrier_order_both_shows_the_race_then_the_order(torchrun):
     # Chapter 4 runs both passes in one launch.
-    out, _ = launch("barrier_order", "--both")
+    out, _ = launch(torchrun, "barrier_order", "--both")
     assert out.returncode == 0, out.stderr[-3000:]
     race, ordered = out.stdout.split("with torch_distributed_zero_first:\n")
     assert race.splitlines()[0] == "without ordering:"
@@ -85,8 +77,8 @@ def test_barrier_order_both_shows_the_race_then_the_order():
         "[rank 1] started after rank 0 had finished: True"]
 
 
-def test_deadlock_example_fails_fast_naming_rank_0():
-    out, elapsed = launch("val_dataloader_deadlock")
+def test_deadlock_example_fails_fast_naming_rank_0(torchrun):
+    out, elapsed = launch(torchrun, "val_dataloader_deadlock")
     assert out.returncode != 0
     assert elapsed < BOUND
     # The diagnosis goes to stderr, among torchrun's own report.
@@ -97,8 +89,8 @@ def test_deadlock_example_fails_fast_naming_rank_0():
     assert "[rank 1] told by rank 0 that it is stuck; stopping" in lines
 
 
-def test_deadlock_example_fixed_with_rank_minus_1():
-    out, _ = launch("val_dataloader_deadlock", "--fix", classic=True)
+def test_deadlock_example_fixed_with_rank_minus_1(torchrun):
+    out, _ = launch(torchrun, "val_dataloader_deadlock", "--fix", classic=True)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.splitlines() == [
         "[rank 0] train loader: 4 batches (its shard)",

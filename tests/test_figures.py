@@ -1,15 +1,12 @@
 """ddpdemo.figures: the book's shared figure helpers, checked on the
 matplotlib objects they return (single process: no group is needed).
 Each test is bounded by pytest-timeout."""
-import sys
 
-import cloudpickle
 import pytest
 from matplotlib.figure import Figure
 
 from ddpdemo.figures import new_figure, rank_color, timeline
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 pytestmark = pytest.mark.timeout(60)
 
 SPANS = [(0, "work", 10.0, 10.2), (0, "barrier", 10.2, 10.6),

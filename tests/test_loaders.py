@@ -2,16 +2,13 @@
 reference, the label cache written by rank 0 first, the val_dataloader
 deadlock (bounded) and its rank=-1 fix."""
 import os
-import sys
 
-import cloudpickle
 import pytest
 import torch
 
 import ddpdemo
 from ddpdemo.loaders import ToyDataset, create_dataloader
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 N, SEED = 20, 3
 
@@ -55,10 +52,6 @@ def val_loader_on_rank_0(val_rank):
     return len(train_loader.sampler), val
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=20) as c:
-        yield c
 
 
 def test_not_distributed_loader_matches_reference_without_a_group():

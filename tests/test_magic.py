@@ -63,7 +63,15 @@ def test_stopping_a_second_cluster_hands_the_magic_back(shell_and_cluster,
     with ddpdemo.Cluster(world_size=1, backend="gloo") as second:
         shell.run_cell_magic("ranks", "", "world_size")
         assert capsys.readouterr().out.splitlines() == ["[rank 0] 1"]
-    assert second._state == "stopped"
+    assert second.state == "stopped"
     shell.run_cell_magic("ranks", "", "world_size")
     assert capsys.readouterr().out.splitlines() == [
         "[rank 0] 2", "[rank 1] 2"]
+
+
+@pytest.mark.parametrize("line", ["--bogus", "--timeout abc"])
+def test_bad_options_are_a_usage_error_not_an_exit(shell_and_cluster, line):
+    from IPython.core.error import UsageError
+    shell, _ = shell_and_cluster
+    with pytest.raises(UsageError):
+        shell.run_cell_magic("ranks", line, "x = 1")

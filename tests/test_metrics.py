@@ -2,19 +2,14 @@
 and single-process (padding_mask against DistributedSampler itself), and
 chapter 2's script, ddpdemo.examples.reduce_mean_metrics, under torchrun."""
 import collections
-import os
-import subprocess
-import sys
 
-import cloudpickle
 import pytest
 import torch
 from torch.utils.data import DistributedSampler
 
-import ddpdemo
 from ddpdemo.metrics import mean_dtype, padding_mask
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+CLUSTER = dict(timeout=30)
 
 
 def rank_values(rank, dtype):
@@ -36,10 +31,6 @@ def sums_on_ranks(per_rank):
     return all_reduce_sum(*per_rank[dist.get_rank()])
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=30) as c:
-        yield c
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool,
@@ -104,13 +95,8 @@ def test_padding_mask_with_drop_last_is_all_false():
     assert len(list(sampler)) == 5
 
 
-def test_reduce_mean_metrics_under_torchrun():
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    proc = subprocess.run(
-        [torchrun, "--standalone", "--nproc-per-node", "2", "-m",
-         "ddpdemo.examples.reduce_mean_metrics"],
-        capture_output=True, text=True, timeout=120,
-        env=dict(os.environ, OMP_NUM_THREADS="1"))
+def test_reduce_mean_metrics_under_torchrun(torchrun):
+    proc = torchrun("-m", "ddpdemo.examples.reduce_mean_metrics")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert len(lines) == 8

@@ -1,16 +1,13 @@
 """ddpdemo.ordering on real gloo groups: rank 0 runs the block first, -1
 takes no barrier, and what happens when rank 0 raises inside the block."""
-import sys
 import time
 
-import cloudpickle
 import pytest
 
 import ddpdemo
 from ddpdemo.ordering import (RankZeroFailed, torch_distributed_zero_first,
                               torch_distributed_zero_first_safe)
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 BODY_S = 0.3   # how long rank 0 spends inside the block
 
@@ -40,10 +37,6 @@ def rank_0_raises(safe):
     return rank
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=20) as c:
-        yield c
 
 
 @pytest.mark.parametrize("safe", [False, True])

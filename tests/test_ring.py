@@ -1,19 +1,16 @@
 """ddpdemo.ring on real gloo groups of 2, 3 and 4 ranks (subgroups of one
 4-rank cluster): the hand-made ring all-reduce against dist.all_reduce and a
 single-process sum, its byte counts, and its figure."""
-import sys
 
-import cloudpickle
 import pytest
 import torch
 from matplotlib.figure import Figure
 
-import ddpdemo
 from ddpdemo.ring import RingStats, plot_ring_steps
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 WORLD_SIZE = 4
+CLUSTER = dict(world_size=WORLD_SIZE, timeout=60)
 GROUPS = ([0, 1], [0, 1, 2], [0, 1, 2, 3], [1, 2, 3], [2])
 SHAPES = ((12,), (7,), (5, 3), (1,), (3, 4))
 
@@ -45,11 +42,6 @@ def ring_vs_builtin(members, shape, dtype, seed, transpose=False):
     return out is x, x, builtin, stats
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with ddpdemo.Cluster(world_size=WORLD_SIZE, backend="gloo",
-                         timeout=60) as c:
-        yield c
 
 
 @pytest.mark.parametrize("members", GROUPS)

@@ -4,20 +4,16 @@ Each test is bounded by pytest-timeout."""
 import os
 import pathlib
 import random
-import subprocess
-import sys
 
-import cloudpickle
 import numpy as np
 import pytest
 import torch
 
-import ddpdemo
 from ddpdemo import data
 from ddpdemo.seeding import flags, init_seeds
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+CLUSTER = dict(timeout=30)
 
 
 def draws():
@@ -78,10 +74,6 @@ def rank_draws(offset):
     return draws()
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=30) as c:
-        yield c
 
 
 def test_shared_seed_same_draws_on_every_rank(cluster):
@@ -93,12 +85,6 @@ def test_seed_per_rank_matches_reference(cluster):
     results = cluster.run(rank_draws, 1)
     assert results == [reference_draws(1), reference_draws(2)]
     assert results[0] != results[1]
-
-
-def run_script(args, timeout=120):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT, env=env)
 
 
 def expected_lines():
@@ -123,14 +109,12 @@ def expected_lines():
     return lines
 
 
-@pytest.mark.parametrize("launcher", [
-    ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-     "-m", "ddpdemo.examples.seeds_mosaic"],
-    ["-m", "torch.distributed.launch", "--nproc_per_node", "2",
-     "ddpdemo/examples/seeds_mosaic.py"],
+@pytest.mark.parametrize("classic, args", [
+    (False, ["-m", "ddpdemo.examples.seeds_mosaic"]),
+    (True, ["ddpdemo/examples/seeds_mosaic.py"]),
 ], ids=["torchrun", "distributed.launch"])
-def test_example_script(launcher, restore_flags):
-    run = run_script(launcher)
+def test_example_script(classic, args, restore_flags, torchrun):
+    run = torchrun(*args, classic=classic)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.splitlines() == expected_lines()
     assert run.stdout.count("1.00 of extra picks duplicated") == 1

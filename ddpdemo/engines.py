@@ -1,0 +1,286 @@
+"""Every contact with ipyparallel, in one place: its controller, the engine
+sets (one per rank, launched a generation at a time), the client, calls
+to the engines, and how an engine ended. Plumbing for ddpdemo.cluster,
+which decides *when* to do these things (chapter 0, "How the live
+cluster works").
+
+    engines = Engines(world_size=2, tmpdir=tmp).start()
+    engines.launch(generation=0)            # one engine set per rank
+    ids = engines.wait_for_new(2, seen=set(), ...)
+    engines.call_each(ids, fn)              # bounded, results by rank
+"""
+import logging
+import os
+import signal
+import sys
+import time
+
+import ipyparallel as ipp
+from ipyparallel.cluster.launcher import (LocalControllerLauncher,
+                                          LocalEngineLauncher,
+                                          LocalEngineSetLauncher)
+
+from . import processes
+
+HEARTBEAT_MS = 250        # ipyparallel's default 3 s beat slows start-up
+CALL_TIMEOUT = 60.0       # s; one bounded step of start-up (import, init)
+POLL = 0.05               # s; how often a wait for engines looks
+
+
+class _RecordingProcess:
+    """psutil.Process whose wait() remembers the exit status.
+
+    ipyparallel's launcher reaps each engine in a thread the moment it
+    exits, and reports the status on an event loop that may not be running,
+    so without this a dead rank's signal would be lost, or reported only
+    sometimes, and notebook output would change from run to run.
+    """
+
+    def __init__(self, process):
+        self._process = process
+        self.exit_code = None
+
+    def wait(self, timeout=None):
+        code = self._process.wait(timeout)
+        self.exit_code = code
+        return code
+
+    def __getattr__(self, name):
+        return getattr(self._process, name)
+
+
+class RankEngineLauncher(LocalEngineLauncher):
+    """A local engine whose exit status can be read afterwards."""
+
+    def _start_waiting(self):
+        self.process = _RecordingProcess(self.process)
+        super()._start_waiting()
+
+
+class RankEngineSetLauncher(LocalEngineSetLauncher):
+    """ipyparallel's local engine set, made of RankEngineLaunchers."""
+    launcher_class = RankEngineLauncher
+
+
+def quiet_log():
+    """ipyparallel logs to stdout in IPython; that would land in the stored
+    outputs. Only its errors reach stderr."""
+    log = logging.getLogger("ddpdemo.ipyparallel")
+    if not log.handlers:
+        log.addHandler(logging.StreamHandler(sys.stderr))
+        log.setLevel(logging.ERROR)
+        log.propagate = False
+    return log
+
+
+class Engines:
+    """The ipyparallel side of one Cluster: a controller and client, and
+    the engine sets it launched, named `g<generation>-rank<r>`.
+
+    local: engines on this machine, each launched under ddpdemo.guard
+    with its RANK in its environment from birth. Otherwise `launcher`
+    is ipyparallel's engine launcher ("mpi", "slurm", ...), or `profile`
+    names a running ipyparallel cluster whose engines we only use.
+    """
+
+    def __init__(self, world_size, tmpdir, *, launcher="local",
+                 profile=None, env=None, ipp_kwargs=None):
+        self.world_size = world_size
+        self.tmpdir = tmpdir
+        self.local = profile is None and launcher == "local"
+        self._launcher, self._profile = launcher, profile
+        self._env, self._ipp_kwargs = dict(env or {}), dict(ipp_kwargs or {})
+        self._ipp = self.client = None
+
+    @property
+    def can_restart(self):
+        """False for a profile's engines: they are not ours to restart."""
+        return self._ipp is not None
+
+    def start(self):
+        """Start the controller (or connect to the profile's) and a client."""
+        if self._profile is not None:
+            self.client = ipp.Client(profile=self._profile)
+            return self
+        from IPython.core.profiledir import ProfileDir
+        profile_dir = ProfileDir.create_profile_dir(
+            os.path.join(self.tmpdir, "profile")).location
+        kwargs = dict(controller_ip="127.0.0.1") if self.local else {}
+        kwargs.update(self._ipp_kwargs)
+        self._ipp = ipp.Cluster(
+            profile_dir=profile_dir, delay=0, log=quiet_log(),
+            engines=(RankEngineSetLauncher if self._launcher == "local"
+                     else self._launcher),
+            # ddpdemo.cluster stops it at exit, engines first and fast;
+            # ipyparallel's own hook would stop the controller first,
+            # politely, and a kernel manager may kill us while it waits.
+            shutdown_atexit=False,
+            controller_args=["--usethreads",
+                             f"--HeartMonitor.period={HEARTBEAT_MS}"],
+            **kwargs)
+        guard = {}
+        if self._ipp.controller_launcher_class is LocalControllerLauncher:
+            guard["controller_cmd"] = processes.guarded(
+                "ipyparallel.controller", remove=self.tmpdir)
+        self._ipp.start_controller_sync(**guard)
+        self.client = self._ipp.connect_client_sync()
+        return self
+
+    # -- engine sets ---------------------------------------------------
+    def launch(self, generation, preload=()):
+        """Start one engine set per rank (local), so each engine has its
+        RANK in its environment from birth; or one set of world_size.
+        `preload`: modules a local engine imports before it registers."""
+        base = {"OMP_NUM_THREADS": "1", "PYTHONPATH": processes.pythonpath(),
+                "IPP_NONINTERACTIVE": "1"}
+        if self.local:
+            from .devices import loopback_interface
+            base["GLOO_SOCKET_IFNAME"] = loopback_interface()
+        base.update(self._env)
+        args = dict(engine_args=["--IPEngine.enable_nanny=False"])
+        if not self.local:
+            # No guard: this kernel's pid means nothing on another host;
+            # remote engines end when the controller's heartbeat stops.
+            self._ipp.start_engines_sync(
+                self.world_size, engine_set_id=f"g{generation}",
+                environment=base, **args)
+            return
+        args["engine_cmd"] = processes.guarded("ipyparallel.engine",
+                                               preload=preload)
+        for rank in range(self.world_size):
+            env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank),
+                       WORLD_SIZE=str(self.world_size))
+            self._ipp.start_engines_sync(
+                1, engine_set_id=f"g{generation}-rank{rank}",
+                environment=env, **args)
+
+    def _sets(self, generation=None):
+        """{set id: engine set} of one generation, or of all."""
+        if self._ipp is None:
+            return {}
+        prefix = f"g{generation}" if generation is not None else ""
+        return {set_id: es for set_id, es in self._ipp.engines.items()
+                if generation is None or set_id == prefix
+                or set_id.startswith(prefix + "-")}
+
+    def _launchers(self, generation=None):
+        """(set id, engine launcher) of every engine still recorded."""
+        return [(set_id, el)
+                for set_id, es in self._sets(generation).items()
+                for el in list(getattr(es, "launchers", {}).values())]
+
+    def pids(self, generation=None):
+        """Process ids of the local engines launched, in launch order."""
+        return [el.pid for _, el in self._launchers(generation)
+                if getattr(el, "pid", -1) > 0]
+
+    def check_started(self, generation):
+        """Raise RuntimeError, quoting its log, if an engine of this
+        generation has exited: it would be waited for until the start
+        timeout otherwise."""
+        for set_id, el in self._launchers(generation):
+            code = getattr(getattr(el, "process", None), "exit_code", None)
+            if code is not None:
+                tail = el.get_output().splitlines()[-5:]
+                raise RuntimeError("\n".join(
+                    [f"an engine exited while starting ({set_id}, "
+                     f"{processes.describe_exit(code)}); its log ends:"]
+                    + [f"    {line}" for line in tail]))
+
+    def exit_code(self, pid, wait=2.0):
+        """How the engine with this pid ended (negative: the signal), read
+        from its launcher; None if it cannot be known within `wait` s.
+        ipyparallel's own `stop_data` is filled only by a loop callback
+        that may never run, so this reads what RankEngineLauncher
+        recorded."""
+        launchers = [el for _, el in self._launchers()
+                     if getattr(el, "pid", None) == pid]
+        deadline = time.monotonic() + wait
+        while launchers and time.monotonic() < deadline:
+            code = getattr(launchers[0].process, "exit_code", None)
+            if code is not None:
+                return code
+            time.sleep(0.01)
+        return None
+
+    def kill(self, pids, generation=None):
+        """SIGKILL: a rank stuck in a gloo wait ignores SIGINT and SIGTERM.
+        Remote engines' pids belong to other hosts: ask their launcher."""
+        if self.local:
+            processes.kill(pids)
+            return
+        for es in self._sets(generation).values():
+            try:
+                es.signal(signal.SIGKILL)
+            except Exception:   # the launcher's stop still runs
+                pass
+
+    def stop_generation(self, generation):
+        """Forget a generation's engine sets (their processes are dead or
+        about to be) and remove their logs."""
+        for set_id in self._sets(generation):
+            self._ipp.stop_engines_sync(set_id)
+
+    def stop(self):
+        """Kill every engine, stop the controller, close the client."""
+        if self.client is not None:
+            try:
+                self.client.close()
+            except Exception:
+                pass
+        if self._ipp is not None:
+            self.kill(self.pids())
+            controller = getattr(self._ipp.controller, "pid", -1)
+            if self.local and controller > 0:
+                # Nothing to save: SIGKILL, so stopping takes no grace time.
+                processes.kill_tree(controller)
+            try:
+                self._ipp.stop_cluster_sync()
+            except Exception:
+                pass
+        self._ipp = self.client = None
+
+    # -- calling the engines ---------------------------------------------
+    def wait_for_new(self, n, seen, deadline, progress=None, generation=None):
+        """Ids of n engines not in `seen`, lowest first, once registered;
+        TimeoutError after `deadline` (time.monotonic())."""
+        while True:
+            new = [i for i in self.client.ids if i not in seen]
+            if progress:
+                progress.update(f"engines {min(len(new), n)}/{n}")
+            if len(new) >= n:
+                return sorted(new)[:n]
+            if generation is not None:
+                self.check_started(generation)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {len(new)} of {n} engines started "
+                                   f"within the start timeout")
+            time.sleep(POLL)
+
+    def count_new(self, seen):
+        """How many registered engines are not in `seen`."""
+        return len([i for i in self.client.ids if i not in seen])
+
+    def call_each(self, ids, fn, per_rank=None, **kwargs):
+        """Call fn on engines `ids` (rank order) and wait, bounded by
+        CALL_TIMEOUT: the setup steps. `per_rank(r)` gives rank r's
+        positional arguments. Results listed by rank."""
+        ars = [self.client[eid].apply_async(
+            fn, *(per_rank(r) if per_rank else ()), **kwargs)
+            for r, eid in enumerate(ids)]
+        deadline = time.monotonic() + CALL_TIMEOUT
+        return [ar.get(timeout=max(0.1, deadline - time.monotonic()))
+                for ar in ars]
+
+    def submit(self, ids, fn, *args):
+        """Send fn(*args) to engines `ids` without waiting: one
+        AsyncResult per rank, for ddpdemo.watch to wait on."""
+        return [self.client[eid].apply_async(fn, *args) for eid in ids]
+
+    def use_cloudpickle(self, ids):
+        """Functions defined in a notebook must travel by value."""
+        self.client[ids].use_cloudpickle()
+
+    def activate(self, ids):
+        """Register ipyparallel's %px magics on these engines."""
+        self.client[ids].activate()

@@ -1,0 +1,56 @@
+"""What the tests share: a cluster per test module, sending test functions
+to the ranks by value, and running a script under torchrun.
+
+A module changes its cluster with a CLUSTER dict of Cluster arguments,
+e.g. `CLUSTER = dict(world_size=4, timeout=60)`.
+"""
+import os
+import subprocess
+import sys
+
+import cloudpickle
+import pytest
+
+import ddpdemo
+
+TORCHRUN_TIMEOUT = 120   # s: two ranks import torch on a busy 2-core box
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _functions_travel_by_value(request):
+    """The engines cannot import a test module, so functions defined in
+    one are pickled by value."""
+    cloudpickle.register_pickle_by_value(request.module)
+
+
+@pytest.fixture(scope="module")
+def cluster(request):
+    """A running gloo cluster for a module's tests (2 ranks, timeout 20 s
+    unless the module's CLUSTER says otherwise), stopped after them."""
+    kwargs = dict(world_size=2, backend="gloo", timeout=20)
+    kwargs.update(getattr(request.module, "CLUSTER", {}))
+    with ddpdemo.Cluster(**kwargs) as c:
+        yield c
+
+
+def launch_ranks(*args, classic=False, nproc=2, cwd=ROOT,
+                 timeout=TORCHRUN_TIMEOUT):
+    """Run `args` (a script, or `-m module`, and its arguments) on `nproc`
+    ranks under torchrun, or under the classic torch.distributed.launch;
+    `--standalone` picks a free port. Returns the CompletedProcess."""
+    if classic:
+        launcher = ["torch.distributed.launch", "--nproc_per_node"]
+    else:
+        launcher = ["torch.distributed.run", "--nproc-per-node"]
+    cmd = [sys.executable, "-m", launcher[0], "--standalone", launcher[1],
+           str(nproc), *args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run(cmd, capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def torchrun():
+    """launch_ranks, for tests: torchrun(*args, classic=False, ...)."""
+    return launch_ranks

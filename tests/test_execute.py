@@ -1,0 +1,91 @@
+"""ddpdemo.execute: a refresh keeps stored text that differs only where
+the sanitiser masks it, and --check runs notebooks without storing."""
+import pathlib
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+from ddpdemo import execute
+
+ROOT = pathlib.Path(execute.__file__).resolve().parent.parent
+
+
+def notebook(*outputs, source="print('x')"):
+    return new_notebook(cells=[new_code_cell(source, outputs=list(outputs))])
+
+
+def stream(text):
+    return new_output("stream", name="stdout", text=text)
+
+
+def result(text):
+    return new_output("execute_result", data={"text/plain": text},
+                      execution_count=1)
+
+
+def test_sanitizers_are_the_four_nbval_uses():
+    rules = execute.sanitizers()
+    assert len(rules) == 4
+    masked = execute.sanitize("took 1.25 s, pid 42, port 7, 3.5 GB/s, "
+                              "rank 3", rules)
+    assert masked == "took <T> s, pid <PID>, port <PORT>, <BW> GB/s, rank 3"
+
+
+def test_refresh_keeps_stored_text_that_differs_only_in_timings():
+    rules = execute.sanitizers()
+    old = notebook(stream("took 1.2 s\n"), result("'2.0 GB/s'"))
+    new = notebook(stream("took 3.4 s\n"), result("'9.1 GB/s'"))
+    kept = execute.keep_unchanged(old, new, rules)
+    assert kept.cells[0].outputs[0]["text"] == "took 1.2 s\n"
+    assert kept.cells[0].outputs[1]["data"]["text/plain"] == "'2.0 GB/s'"
+
+
+def test_refresh_stores_a_real_change():
+    rules = execute.sanitizers()
+    old = notebook(stream("took 1.2 s, sum 4\n"))
+    new = notebook(stream("took 3.4 s, sum 5\n"))
+    kept = execute.keep_unchanged(old, new, rules)
+    assert kept.cells[0].outputs[0]["text"] == "took 3.4 s, sum 5\n"
+    # A changed cell source never keeps old text, even if it would match.
+    old = notebook(stream("took 1.2 s\n"), source="a")
+    new = notebook(stream("took 3.4 s\n"), source="b")
+    assert execute.keep_unchanged(old, new, rules).cells[0].outputs[0][
+        "text"] == "took 3.4 s\n"
+
+
+def run_execute(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "ddpdemo.execute", *args],
+                          capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout)
+
+
+def test_nccl_outputs_are_never_stored():
+    done = run_execute("--backend", "nccl", "book/00_live_cluster.ipynb",
+                       timeout=60)
+    assert done.returncode == 2
+    assert "--check" in done.stderr
+
+
+def test_check_stops_at_a_failing_cell_and_stores_nothing(tmp_path):
+    path = tmp_path / "failing.ipynb"
+    nb = new_notebook(cells=[new_code_cell("assert 1 + 1 == 3, 'arith'"),
+                             new_code_cell("print('never')")])
+    nbformat.write(nb, path)
+    before = path.read_bytes()
+    done = run_execute("--check", str(path), timeout=120)
+    assert done.returncode == 1
+    assert "FAILED" in done.stdout and "arith" in done.stderr
+    assert path.read_bytes() == before
+
+
+@pytest.mark.timeout(600)
+def test_check_on_gloo_runs_chapter_0_and_leaves_it_untouched():
+    path = ROOT / "book" / "00_live_cluster.ipynb"
+    before = path.read_bytes()
+    done = run_execute("--backend", "gloo", "--check", str(path))
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "checking" in done.stdout and "done in" in done.stdout
+    assert path.read_bytes() == before

@@ -1,0 +1,78 @@
+"""ddpdemo.processes and ddpdemo.guard: the guarded command, killing a
+process and saying how it ended, and a guard ending its process (and
+removing a directory) when the parent it watches dies."""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+from ddpdemo import guard, processes
+
+
+def test_guarded_command_names_parent_remove_and_preload():
+    cmd = processes.guarded("ipyparallel.engine", remove="/tmp/x",
+                            preload=("torch",))
+    assert cmd == [sys.executable, "-m", "ddpdemo.guard", str(os.getpid()),
+                   "--remove", "/tmp/x", "--preload", "torch",
+                   "ipyparallel.engine"]
+    assert guard.parse(cmd[3:] + ["--flag"]) == (
+        os.getpid(), "/tmp/x", ["torch"], "ipyparallel.engine", ["--flag"])
+
+
+def test_pythonpath_finds_this_ddpdemo():
+    here = os.path.dirname(os.path.dirname(processes.__file__))
+    assert processes.pythonpath().split(os.pathsep)[0] == here
+
+
+def test_kill_ends_a_process_that_ignores_sigterm():
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import signal, sys, threading
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ready", flush=True)
+        threading.Event().wait()
+    """)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    assert processes.alive(proc.pid)
+    assert processes.rss_bytes([proc.pid]) > 1e6
+    processes.kill([proc.pid])     # waits for it (and reaps it)
+    assert not processes.alive(proc.pid)
+    proc.wait(timeout=10)
+    assert processes.rss_bytes([proc.pid]) == 0
+
+
+def test_describe_exit_names_the_signal():
+    assert processes.describe_exit(-9) == "process died (signal SIGKILL)"
+    assert processes.describe_exit(1) == "process died (exit code 1)"
+    assert "not available" in processes.describe_exit(None)
+
+
+def test_guard_ends_its_process_and_removes_the_directory(tmp_path):
+    """A parent that dies without clean-up: the guarded child follows."""
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import subprocess, sys, threading
+        from ddpdemo import processes
+        cmd = processes.guarded("http.server", remove={str(doomed)!r})
+        child = subprocess.Popen(cmd + ["--bind", "127.0.0.1", "0"],
+                                 stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        print(child.pid, flush=True)
+        threading.Event().wait()
+    """)], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait(timeout=10)
+    # The guard looks every 0.5 s; nobody may reap the orphan, so a
+    # zombie counts as ended.
+    deadline = time.monotonic() + 30   # a loaded machine
+    while time.monotonic() < deadline and processes.alive(child):
+        time.sleep(0.05)
+    assert not processes.alive(child)
+    assert not doomed.exists()
+
+
+def test_unique_memory_is_at_most_resident_memory():
+    me = [os.getpid()]
+    assert 0 < processes.rss_bytes(me, unique=True) <= processes.rss_bytes(me)

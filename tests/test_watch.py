@@ -1,0 +1,109 @@
+"""ddpdemo.watch: bounded waits on the ranks, output in rank order, one
+line per failure, and a stuck process's stack read from a real dump.
+Results are stand-ins with ipyparallel's AsyncResult methods."""
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ddpdemo import watch
+
+
+class Result:
+    """An AsyncResult stand-in: done or not, failed or not."""
+
+    def __init__(self, done=True, error=None, stdout="", stderr=""):
+        self.done, self.error = done, error
+        self.stdout, self.stderr = stdout, stderr
+
+    def ready(self):
+        return self.done
+
+    def successful(self):
+        return self.error is None
+
+    def get(self, timeout=None):
+        if self.error:
+            raise self.error
+        return "ok"
+
+    def wait_for_output(self, timeout=None):
+        pass
+
+
+def test_wait_returns_at_once_when_every_rank_is_done():
+    start = time.monotonic()
+    assert watch.wait([Result(), Result()], 10, lambda r: True) == (
+        [], [], [])
+    assert time.monotonic() - start < 1
+
+
+def test_wait_gives_up_at_the_timeout_naming_the_pending_rank():
+    start = time.monotonic()
+    pending, failed, dead = watch.wait([Result(), Result(done=False)], 0.3,
+                                       lambda r: True)
+    assert (pending, failed, dead) == ([1], [], [])
+    assert 0.3 <= time.monotonic() - start < 0.3 + 1
+
+
+def test_after_a_failure_the_rest_get_only_the_grace():
+    start = time.monotonic()
+    pending, failed, _ = watch.wait(
+        [Result(error=ValueError("x")), Result(done=False)], 60,
+        lambda r: True)
+    assert (pending, failed) == ([1], [0])
+    assert time.monotonic() - start < watch.FAILURE_GRACE + 2
+
+
+def test_a_dead_rank_is_not_waited_for():
+    pending, failed, dead = watch.wait([Result(done=False)] * 2, 60,
+                                       lambda r: r == 0)
+    assert (pending, dead) == ([0], [1])
+
+
+def test_echo_output_prefixes_ranks_in_rank_order(capsys):
+    watch.echo_output([Result(stdout="a\nb\n", stderr="warn\n"),
+                       Result(stdout="c\n"), Result(done=False, stdout="x")])
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["[rank 0] a", "[rank 0] b", "[rank 1] c",
+                                "[rank 2] x"]
+    assert err.splitlines() == ["[rank 0] warn"]
+
+
+def test_describe_error_is_one_line_with_the_remote_name():
+    class RemoteError(Exception):
+        ename, evalue = "KeyError", "'missing'\nmore lines"
+    assert watch.describe_error(Result(error=RemoteError())) == \
+        "KeyError: 'missing'"
+    assert watch.describe_error(Result(error=ValueError("bad"))) == \
+        "ValueError: bad"
+    assert watch.describe_error(Result()) == "no error"
+
+
+STUCK = """
+import faulthandler, signal, sys, threading
+from ddpdemo import engine
+dump = open(sys.argv[1], "w")
+faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
+def stuck_in_the_readers_code():
+    print("ready", flush=True)
+    threading.Event().wait()
+engine.call(stuck_in_the_readers_code, (), {})
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGUSR1"),
+                    reason="stack dumps need SIGUSR1")
+def test_dump_stack_reads_the_stuck_function(tmp_path):
+    path = str(tmp_path / "stack.txt")
+    proc = subprocess.Popen([sys.executable, "-c", STUCK, path],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        frames = watch.dump_stack(proc.pid, path)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert frames[0][2] == "stuck_in_the_readers_code"
+    assert frames[-1][2] == "wait"          # threading.Event.wait
