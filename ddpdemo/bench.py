@@ -23,6 +23,7 @@ import time
 from .bandwidth import (busbw, fit_alpha_beta, human_size,  # noqa: F401
                         memcpy_gbps, plot_busbw, time_all_reduce,
                         time_ring_and_builtin)
+from .scripts import collect
 
 WORLD_SIZE = 4
 HANG_TIMEOUT = 5.0            # s, the lonely barrier's bound
@@ -86,12 +87,11 @@ def torchrun_oneshot(reps):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc-per-node={WORLD_SIZE}", "-m", "ddpdemo.bench",
            "--oneshot"]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
     for _ in range(reps):
         start = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, timeout=300,
-                       env=env, cwd=ROOT)
+        done = collect(cmd, timeout=300, cwd=ROOT)[0]   # as a notebook would
         times.append(time.perf_counter() - start)
+        done.check_returncode()
     return statistics.median(times)
 
 

@@ -5,13 +5,13 @@ A module changes its cluster with a CLUSTER dict of Cluster arguments,
 e.g. `CLUSTER = dict(world_size=4, timeout=60)`.
 """
 import os
-import subprocess
 import sys
 
 import cloudpickle
 import pytest
 
 import ddpdemo
+from ddpdemo.scripts import collect
 
 TORCHRUN_TIMEOUT = 120   # s: two ranks import torch on a busy 2-core box
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,9 +45,8 @@ def launch_ranks(*args, classic=False, nproc=2, cwd=ROOT,
         launcher = ["torch.distributed.run", "--nproc-per-node"]
     cmd = [sys.executable, "-m", launcher[0], "--standalone", launcher[1],
            str(nproc), *args]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run(cmd, capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=timeout)
+    # As the notebooks run them: bounded, ranks killed with the launcher.
+    return collect(cmd, timeout=timeout, cwd=cwd)[0]
 
 
 @pytest.fixture(scope="session")

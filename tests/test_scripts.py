@@ -1,9 +1,11 @@
 """ddpdemo.scripts: a torchrun run from a notebook prints the command, the
 ranks' output and the exit status, and is bounded."""
+import os
 import subprocess
 
 import pytest
 
+from ddpdemo import processes
 from ddpdemo.scripts import run_command, run_together, torchrun
 
 
@@ -27,10 +29,27 @@ def test_rank_lines_of_stderr_are_shown_and_failure_reported(capsys):
     assert out[1:] == ["[rank 0] boom", "exit status: 3"]
 
 
-def test_a_script_that_hangs_is_bounded():
+def test_a_script_that_hangs_is_bounded_and_its_children_killed(tmp_path):
+    # Like torchrun with a stuck rank: the launcher's child must not
+    # outlive the timeout.
+    pidfile = tmp_path / "child"
+    code = ("import subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c',"
+            " 'import time; time.sleep(60)'])\n"
+            f"open({str(pidfile)!r}, 'w').write(str(child.pid))\n"
+            "time.sleep(60)\n")
     with pytest.raises(subprocess.TimeoutExpired):
-        run_command("python", "-c", "import time; time.sleep(30)",
-                    timeout=1)
+        run_command("python", "-c", code, timeout=3)
+    child = int(pidfile.read_text())
+    assert not processes.alive(child)
+
+
+def test_each_run_gets_its_own_temporary_directory_removed_after(capsys):
+    done = run_command("python", "-c",
+                       "import tempfile; print(tempfile.gettempdir())")
+    tmpdir = done.stdout.strip()
+    assert os.path.basename(tmpdir).startswith("ddpdemo-run-")
+    assert not os.path.exists(tmpdir)
 
 
 def test_commands_run_together_at_once_and_print_in_order(capsys, tmp_path):
