@@ -352,7 +352,11 @@ class Cluster:
             self._engines.exit_code(self._pids[r])) for r in dead})
         ledger = None
         if errors or pending:   # before a restart kills the ranks
-            ledger = flight.ledger(self._flight, self.world_size, dead)
+            ledger = flight.ledger(
+                self._flight, ars, pending, dead=dead,
+                ask=lambda ranks: self._engines.call_each(
+                    [self._ids[r] for r in ranks], flight.record,
+                    stacks=False))
         if errors:
             if pending or dead:
                 self._begin_restart()

@@ -7,16 +7,17 @@ from TORCH_FR_BUFFER_SIZE (older name: TORCH_NCCL_TRACE_BUFFER_SIZE), when
 the first group is made, so `env()` goes into the rank's environment
 before torch is imported. Introduced in chapter 5.
 
-Why the rendezvous store carries the dumps: a stuck rank's main thread is
-blocked in gloo with the GIL released, so an ipyparallel request would
-queue behind it, and a signal handler written in Python would never run.
-A daemon thread (`arm`) waits on its own connection to the group's store
-for a request key and answers into the store; the notebook (`collect`)
-sets the key and reads the answers. That works for remote ranks too (no
-pid, no local file): the data travels over the TCPStore, or the FileStore
-of a local cluster. The dump from that thread leaves out stack frames:
-gathering them waits for the GIL-free main thread in torch 2.13 (measured:
-the dump returned only when the stuck collective did).
+How a stuck rank answers: its main thread is blocked in gloo with the GIL
+released, so an ipyparallel request would queue behind it, and a signal
+handler written in Python would never run. A daemon thread (`arm`) waits
+on its own connection to the group's store for a request key, then
+publishes its dump on the stuck task's own output channel (ipyparallel's
+datapub), so the data comes back through ipyparallel with the task, like
+its printed output: no pid and no local file, so remote ranks answer too.
+Ranks that are not stuck are simply asked through ipyparallel. The dump
+from that thread leaves out stack frames: gathering them waits for the
+GIL-free main thread in torch 2.13 (measured: the dump returned only when
+the stuck collective did).
 """
 import datetime
 import os
@@ -83,11 +84,13 @@ def store_spec(file_path=None, tcp=None):
 
 def arm(rank, spec):
     """On a rank: start the thread that answers ledger requests. Request
-    n is the key `request/n`; the answer goes to `answer/n/<rank>`."""
+    n is the store key `request/n`; the answer is published as the data
+    key `answer_key(n)` of whatever task the rank is running."""
     store = open_store(spec)
     long_wait = datetime.timedelta(hours=1)
 
     def serve():
+        from ipyparallel.datapub import publish_data
         n = 1
         while True:
             began = time.monotonic()
@@ -101,42 +104,45 @@ def arm(rank, spec):
                 answer = record(stacks=False)
             except Exception as exc:   # say why, rather than stay silent
                 answer = {"rank": rank, "error": repr(exc)}
-            store.set(f"answer/{n}/{rank}", pickle.dumps(answer))
+            publish_data({answer_key(n): answer})
             n += 1
 
     threading.Thread(target=serve, name="ddpdemo-flight", daemon=True).start()
     return True
 
 
-def collect(spec, world_size, dead=(), timeout=ANSWER_TIMEOUT):
-    """From the notebook: ask every live rank for its dump through the
-    store; {rank: record or None (no answer in time)}."""
-    store = open_store(spec)
-    n = store.add("requests", 1)
-    store.set(f"request/{n}", b"1")
-    deadline = time.monotonic() + timeout
-    records = {}
-    for rank in range(world_size):
-        if rank in dead:
-            continue
-        key = f"answer/{n}/{rank}"
-        left = max(0.05, deadline - time.monotonic())
-        try:
-            store.wait([key], datetime.timedelta(seconds=left))
-            answer = pickle.loads(store.get(key))
-        except Exception:
-            answer = None
-        records[rank] = answer if answer and "error" not in answer else None
-    return records
+def answer_key(n):
+    return f"ddpdemo_flight_{n}"
 
 
-def ledger(spec, world_size, dead=()):
-    """The Ledger of a group, collected through its store; None if the
-    store cannot be reached (the error is then shown without one)."""
+def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT):
+    """From the notebook, when a run went wrong: every live rank's record,
+    {rank: record or None (no answer in time)}. `ars`: the run's
+    AsyncResults by rank; `pending`: the ranks still running it, asked
+    through the store and answering on their task's data channel; the
+    other live ranks are idle and asked directly, by `ask(ranks)`."""
+    idle = [r for r in range(len(ars)) if r not in pending and r not in dead]
+    records = dict(zip(idle, ask(idle))) if idle else {}
+    if pending:
+        store = open_store(spec)
+        n = store.add("requests", 1)
+        store.set(f"request/{n}", b"1")
+        key, deadline = answer_key(n), time.monotonic() + timeout
+        while (any(key not in ars[r].data for r in pending)
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+        records.update({r: ars[r].data.get(key) for r in pending})
+    return {r: rec if rec and "error" not in rec else None
+            for r, rec in records.items()}
+
+
+def ledger(spec, ars, pending, ask, dead=()):
+    """The Ledger of a run that went wrong (see `collect`); None if the
+    ranks cannot be reached (the error is then shown without one)."""
     if spec is None:
         return None
     try:
-        return Ledger(world_size, collect(spec, world_size, dead), dead)
+        return Ledger(len(ars), collect(spec, ars, pending, ask, dead), dead)
     except Exception:
         return None
 

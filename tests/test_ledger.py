@@ -177,6 +177,12 @@ def test_recorder_off_says_so():
         cluster.run(_lonely, -1)
         text = str(cluster.ledger())
         assert "The Flight Recorder is off on ranks [0, 1]" in text
+        # A hang report says so too, in words, never as an empty table.
+        with pytest.raises(ddpdemo.HangError) as info:
+            cluster.run(_lonely, 0, timeout=2)
+        assert info.value.ledger.off == [0, 1]
+        assert "The Flight Recorder is off on ranks [0, 1]" in \
+            str(info.value)
     with pytest.raises(ValueError, match="flight_recorder"):
         ddpdemo.Cluster(world_size=2, flight_recorder=-1)
 
