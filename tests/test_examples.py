@@ -19,6 +19,13 @@ TESTED_BESIDE = {"all_reduce_sums": "test_collectives.py",
 # Chapters 8 and 9's scripts, run by tests/test_ddp_examples.py.
 DDP_EXAMPLES = {"inside_ddp", "when_ddp_hangs"}
 BOUND = 60    # s: a 2-rank script takes ~10 s on a 2-core machine
+# What barrier_order prints when rank 0 writes the cache first.
+ORDERED = ["[rank 0] wrote the cache",
+           "[rank 0] found 4 of 4 pieces",
+           "[rank 0] started after rank 0 had finished: True",
+           "[rank 1] read the cache",
+           "[rank 1] found 4 of 4 pieces",
+           "[rank 1] started after rank 0 had finished: True"]
 
 
 def launch(torchrun, module, *args, classic=False):
@@ -43,13 +50,7 @@ def test_every_chapter_topic_has_a_tested_script():
 def test_barrier_order_reads_after_rank_0_wrote(classic, torchrun):
     out, _ = launch(torchrun, "barrier_order", classic=classic)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.splitlines() == [
-        "[rank 0] wrote the cache",
-        "[rank 0] found 4 of 4 pieces",
-        "[rank 0] started after rank 0 had finished: True",
-        "[rank 1] read the cache",
-        "[rank 1] found 4 of 4 pieces",
-        "[rank 1] started after rank 0 had finished: True"]
+    assert out.stdout.splitlines() == ORDERED
 
 
 def test_barrier_order_unordered_shows_the_race(torchrun):
@@ -68,13 +69,7 @@ def test_barrier_order_both_shows_the_race_then_the_order(torchrun):
     assert race.splitlines()[0] == "without ordering:"
     assert "[rank 1] started after rank 0 had finished: False" in race
     assert "[rank 1] found 4 of 4 pieces" not in race
-    assert ordered.splitlines() == [
-        "[rank 0] wrote the cache",
-        "[rank 0] found 4 of 4 pieces",
-        "[rank 0] started after rank 0 had finished: True",
-        "[rank 1] read the cache",
-        "[rank 1] found 4 of 4 pieces",
-        "[rank 1] started after rank 0 had finished: True"]
+    assert ordered.splitlines() == ORDERED
 
 
 def test_deadlock_example_fails_fast_naming_rank_0(torchrun):
