@@ -17,6 +17,7 @@ import argparse
 import datetime
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -67,6 +68,45 @@ def print_ranked(*lines):
         for rank, rank_lines in enumerate(gathered):
             for line in rank_lines:
                 print(f"[rank {rank}] {line}", flush=True)
+
+
+EXIT_GRACE = 1.0   # s; see exit_if_stuck
+
+
+def report_group(timeout_s=60.0):
+    """A second gloo group, only for saying how a run ended: once a
+    collective of the main group has timed out, that group cannot be used
+    again (gloo closes its connections). Collective: every rank calls it,
+    right after init(). Chapters 5 and 9's scripts use it."""
+    return dist.new_group(backend="gloo",
+                          timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def exit_if_stuck(problem, report):
+    """Collective over `report`: each rank says whether it got stuck
+    (`problem`: None, or the sentence it has already printed). If some
+    rank did, the others say they were told, and every rank exits at
+    once: status 1 for the stuck ranks, 0 for the others, so torchrun
+    names the stuck ones. Returns if no rank got stuck."""
+    rank = dist.get_rank()
+    problems = [None] * dist.get_world_size()
+    dist.all_gather_object(problems, problem, group=report)
+    stuck = [r for r, p in enumerate(problems) if p is not None]
+    if not stuck:
+        return
+    if rank not in stuck:
+        who = (f"rank {stuck[0]} is" if len(stuck) == 1
+               else f"ranks {stuck} are")
+        print(f"[rank {rank}] told that {who} stuck; stopping",
+              file=sys.stderr, flush=True)
+    dist.barrier(group=report)
+    if rank in stuck:
+        # torchrun stops the other ranks (SIGTERM) as soon as one fails:
+        # give them a moment to leave on their own first.
+        time.sleep(EXIT_GRACE)
+    # os._exit: a group whose collective timed out can abort the process
+    # (SIGABRT) while the interpreter tears it down.
+    os._exit(1 if rank in stuck else 0)
 
 
 def finish():

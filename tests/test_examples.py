@@ -81,7 +81,7 @@ def test_deadlock_example_fails_fast_naming_rank_0(torchrun):
     assert any(line.startswith(
         "[rank 0] rank 0 is stuck: its barrier after `yield` in "
         "torch_distributed_zero_first") for line in lines)
-    assert "[rank 1] told by rank 0 that it is stuck; stopping" in lines
+    assert "[rank 1] told that rank 0 is stuck; stopping" in lines
 
 
 def test_deadlock_example_fixed_with_rank_minus_1(torchrun):

@@ -18,17 +18,10 @@ torchrun then names rank 0 as the failed rank and exits non-zero.
 With --fix, rank 0 builds its loader with rank=-1: exit 0.
 """
 import argparse
-import datetime
-import os
 import sys
-import time
-
-import torch.distributed as dist
 
 from ddpdemo import launch
 from ddpdemo.loaders import create_dataloader
-
-EXIT_GRACE = 1.0   # s; see the end of main()
 
 
 def main():
@@ -37,13 +30,10 @@ def main():
     parser.add_argument("--timeout", type=float, default=5.0)
     args, _ = parser.parse_known_args()   # leaves --local-rank to launch
     rank, world_size, device = launch.init(timeout_s=args.timeout)
-    # A second group only to report the outcome: once a collective has
-    # timed out, the main group cannot be used again.
-    report = dist.new_group(backend="gloo",
-                            timeout=datetime.timedelta(seconds=60))
+    report = launch.report_group()   # to say how it ended, see below
 
     train_loader, _ = create_dataloader(rank, n=64)
-    outcome = ["ok"]
+    problem = None
     if rank in [-1, 0]:
         try:
             val_rank = -1 if args.fix else rank
@@ -51,23 +41,11 @@ def main():
         except RuntimeError as error:   # the group's timeout ran out
             # gloo's message starts with a source path: "[.../x.cc:78] ..."
             reason = str(error).splitlines()[0].split("] ")[-1]
-            outcome = [f"rank 0 is stuck: its barrier after `yield` in "
+            problem = (f"rank 0 is stuck: its barrier after `yield` in "
                        f"torch_distributed_zero_first was never matched "
-                       f"({reason})"]
-            print(f"[rank 0] {outcome[0]}", file=sys.stderr, flush=True)
-    dist.broadcast_object_list(outcome, src=0, group=report)
-    if outcome[0] != "ok":
-        if rank != 0:
-            print(f"[rank {rank}] told by rank 0 that it is stuck; "
-                  f"stopping", file=sys.stderr, flush=True)
-        dist.barrier(group=report)
-        if rank == 0:
-            # torchrun stops the other ranks (SIGTERM) as soon as one
-            # fails: give them a moment to leave on their own first.
-            time.sleep(EXIT_GRACE)
-        # os._exit: a group whose collective timed out can abort the
-        # process (SIGABRT) while the interpreter tears it down.
-        os._exit(1 if rank == 0 else 0)
+                       f"({reason})")
+            print(f"[rank 0] {problem}", file=sys.stderr, flush=True)
+    launch.exit_if_stuck(problem, report)
 
     launch.print_ranked(
         f"train loader: {len(train_loader)} batches (its shard)",
