@@ -121,7 +121,7 @@ class Engines:
         self.local = profile is None and launcher == "local"
         self._launcher, self._profile = launcher, profile
         self._env, self._ipp_kwargs = dict(env or {}), dict(ipp_kwargs or {})
-        self._ipp = self.client = None
+        self._ipp = self._client = None
         self._forkserver = None
         self.fork = fork and self.local and sys.platform == "linux"
 
@@ -131,9 +131,11 @@ class Engines:
         return self._ipp is not None
 
     def start(self):
-        """Start the controller (or connect to the profile's) and a client."""
+        """Start the controller (or connect to the profile's). The client
+        connects on first use: engines launched before that start while
+        the controller does (they wait for its connection file)."""
         if self._profile is not None:
-            self.client = ipp.Client(profile=self._profile)
+            self._client = ipp.Client(profile=self._profile)
             return self
         if self.fork:
             self._start_forkserver()
@@ -158,8 +160,14 @@ class Engines:
             guard["controller_cmd"] = processes.guarded(
                 "ipyparallel.controller", remove=self.tmpdir)
         self._ipp.start_controller_sync(**guard)
-        self.client = self._ipp.connect_client_sync()
         return self
+
+    @property
+    def client(self):
+        """ipyparallel's Client, connected once the controller is up."""
+        if self._client is None and self._ipp is not None:
+            self._client = self._ipp.connect_client_sync()
+        return self._client
 
     def _engine_env(self):
         """The environment every engine of this cluster shares."""
@@ -290,9 +298,9 @@ class Engines:
 
     def stop(self):
         """Kill every engine, stop the controller, close the client."""
-        if self.client is not None:
+        if self._client is not None:
             try:
-                self.client.close()
+                self._client.close()
             except Exception:
                 pass
         if self._ipp is not None:
@@ -308,7 +316,7 @@ class Engines:
         if self._forkserver is not None:
             self._forkserver.kill()
             self._forkserver.wait()
-        self._ipp = self.client = self._forkserver = None
+        self._ipp = self._client = self._forkserver = None
 
     # -- calling the engines ---------------------------------------------
     def wait_for_new(self, n, seen, deadline, progress=None, generation=None):
