@@ -25,13 +25,13 @@ import tempfile
 import time
 import weakref
 
-from . import devices, engine, flight, group, processes, watch
+from . import engine, flight, group, processes, watch
 from .engines import Engines
 from .errors import HangError, RankError
+from .options import (check_args, check_rendezvous, check_timeout,
+                      requested_backend)
 from .progress import Progress
 
-BACKENDS = ("auto", "gloo", "nccl")
-BACKEND_VARIABLE = "DDPDEMO_BACKEND"   # what backend="auto" means, if set
 START_TIMEOUT = 120.0     # s; four engines on a 2-core laptop take ~10 s
 HEALTH_TIMEOUT = 5.0      # s; the barrier that checks a suspect group
 _clusters = weakref.WeakSet()
@@ -43,26 +43,6 @@ class State(str, enum.Enum):
     RESTARTING = "restarting"   # new engines on their way: form at next run
     SUSPECT = "suspect"         # a rank raised: check the group first
     BROKEN = "broken"           # stuck, and not ours to restart
-
-
-def _check_args(world_size, backend, timeout):
-    if isinstance(world_size, bool) or not isinstance(world_size, int):
-        raise TypeError(f"world_size must be a positive int, got {world_size!r}")
-    if world_size < 1:
-        raise ValueError(f"world_size must be a positive int, got {world_size}")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of "
-                         f"{', '.join(map(repr, BACKENDS))}")
-    _check_timeout(timeout)
-
-
-def _check_timeout(timeout):
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a positive number of seconds, "
-                        f"got {timeout!r}")
-    if not 0 < timeout < float("inf"):
-        raise ValueError(f"timeout must be a positive number of seconds, "
-                         f"got {timeout}")
 
 
 class Cluster:
@@ -87,27 +67,25 @@ class Cluster:
                  master_addr=None, group_timeout=None, env=None,
                  start_timeout=START_TIMEOUT, spares=True,
                  flight_recorder=flight.DEFAULT_BUFFER, **ipp_kwargs):
-        if backend == "auto":
-            backend = os.environ.get(BACKEND_VARIABLE) or "auto"
-        _check_args(world_size, backend, timeout)
-        _check_timeout(start_timeout)
+        backend = requested_backend(backend)
+        check_args(world_size, backend, timeout)
+        check_timeout(start_timeout)
         self.local = profile is None and engines == "local"
-        if rendezvous not in (None, "file", "tcp"):
-            raise ValueError(f"unknown rendezvous {rendezvous!r}; "
-                             "choose 'file' or 'tcp'")
-        if rendezvous == "file" and not self.local:
-            raise ValueError("rendezvous='file' needs all ranks on this "
-                             "machine; use 'tcp' with remote engines")
         self.world_size = world_size
         self.timeout = float(timeout)
-        self.rendezvous = rendezvous or ("file" if self.local else "tcp")
+        self.rendezvous = check_rendezvous(rendezvous, self.local)
         self.master_addr = master_addr or ("127.0.0.1" if self.local else None)
         # The group's own timeout is longer than ours, so a stuck rank is
         # reported by HangError (with its stack), not torch's own error.
         self.group_timeout = group_timeout or max(300.0, 4 * self.timeout)
         self.start_timeout = start_timeout
         self.spares = bool(spares) and self.local
-        self.backend = self._choose_backend(backend)
+        # Local "auto" is settled on first use of `backend` (it imports
+        # torch: start() lets that overlap the engines' start); remote
+        # "auto" by what the ranks see when the group forms.
+        self._backend = backend
+        if backend == "nccl" and self.local:
+            group.local_backend(backend, world_size)    # enough GPUs?
         # The recorder's size must be in the environment before torch
         # starts (spares import it early); the keyword wins over env=.
         self._env = dict(env or {}, **flight.env(flight_recorder))
@@ -115,21 +93,18 @@ class Cluster:
                                   env=self._env, ipp_kwargs=ipp_kwargs)
         self._flight = None     # how to reach the group's store
         self._engines = self._tmp = None
-        self._ids, self._pids, self._seen = [], [], set()
+        self._ids, self._pids = [], []
         # Generation g's engines are sets g<g>-rank<r>; the current one
         # runs the group, and `_launched` > it means spares are coming.
         self._generation, self._launched = 0, -1
         self._state = State.STOPPED
 
-    def _choose_backend(self, backend):
-        if backend == "gloo" or not self.local:
-            return backend  # remote: "auto" is settled on the engines
-        gpus = devices.gpu_count()
-        if backend == "nccl" and gpus < self.world_size:
-            raise ValueError(f"backend='nccl' needs one GPU per rank: "
-                             f"world_size={self.world_size}, but {gpus} "
-                             f"GPU(s) found")
-        return "nccl" if gpus >= self.world_size else "gloo"
+    @property
+    def backend(self):
+        """"gloo" or "nccl" ("auto" only for remote ranks not yet seen)."""
+        if self._backend == "auto" and self.local:
+            self._backend = group.local_backend("auto", self.world_size)
+        return self._backend
 
     def __repr__(self):
         return (f"<Cluster world_size={self.world_size} "
@@ -162,7 +137,7 @@ class Cluster:
         if not self.spares or self._engines is None:
             return True
         return (self._launched > self._generation and
-                self._engines.count_new(self._seen) >= self.world_size)
+                self._engines.unused_count() >= self.world_size)
 
     @property
     def tmpdir(self):
@@ -186,6 +161,7 @@ class Cluster:
         try:
             self._engines = Engines(self.world_size, self._tmp,
                                     **self._engines_args).start()
+            self.backend    # import torch here while the engines start
             if self._engines.can_restart:
                 self._launch(self._generation)
             self._form_group(progress)
@@ -248,46 +224,28 @@ class Cluster:
 
     # -- forming the group -----------------------------------------------
     def _form_group(self, progress):
-        """Wait for this generation's engines, give them their ranks, and
-        form the process group on them (steps in ddpdemo.group)."""
-        ids = self._wait_for_engines(progress)
-        self._ids, local_ranks = group.assign_ranks(self._engines, ids,
-                                                    self.world_size)
-        progress.update("importing torch")
-        facts = group.prepare_ranks(
-            self._engines, self._ids, local_ranks, self._env,
-            os.path.join(self._tmp, "stack-{}.txt") if self.local else None)
-        self._pids = [f["pid"] for f in facts]
-        if self.backend == "auto":
-            self.backend = group.backend_for(facts, local_ranks)
+        """Wait for this generation's engines and form the process group
+        on them (the steps are in ddpdemo.group)."""
+        ids = self._engines.wait_for_generation(
+            self.world_size, self._generation,
+            time.monotonic() + self.start_timeout, progress)
         progress.update(f"forming the {self.backend} group")
-        store = os.path.join(self._tmp, f"store-{self._generation}")
-        store = group.init_group(
-            self._engines, self._ids, self.backend, self.group_timeout,
-            master_addr=self.master_addr,
-            file_path=store if self.rendezvous == "file" else None)
-        # A thread on each rank answers ledger requests through the store,
-        # so a rank stuck in a collective still says what it recorded.
-        self._flight = flight.store_spec(**store)
-        self._engines.call_each(self._ids, flight.arm,
-                                per_rank=lambda r: (r, self._flight))
+        formed = group.form(
+            self._engines, ids, self.backend, self._env, self.group_timeout,
+            dump=(os.path.join(self._tmp, "stack-{}.txt") if self.local
+                  else None),
+            file_path=(os.path.join(self._tmp, f"store-{self._generation}")
+                       if self.rendezvous == "file" else None),
+            master_addr=self.master_addr)
+        self._ids, self._pids = formed.ids, formed.pids
+        self._backend, self._flight = formed.backend, formed.ledger_store
         self._state = State.READY
         if _in_ipython():
             self._engines.activate(self._ids)
         if self.spares:
-            # The next generation starts now, in the background: it
-            # imports torch while the reader works with this one.
+            # The next generation starts now, in the background: forked
+            # from the fork server, it is ready well before it is needed.
             self._launch(self._generation + 1)
-
-    def _wait_for_engines(self, progress):
-        """Ids of this generation's engines once they have registered."""
-        deadline = time.monotonic() + self.start_timeout
-        ids = self._engines.wait_for_new(
-            self.world_size, self._seen, deadline, progress,
-            self._generation if self._engines.can_restart else None)
-        self._seen.update(ids)
-        self._engines.use_cloudpickle(ids)
-        return ids
 
     # -- running code ----------------------------------------------------
     def _ensure_ready(self):
@@ -328,7 +286,7 @@ class Cluster:
         seconds (default: the cluster's), RankError if some rank raised.
         """
         if timeout is not None:
-            _check_timeout(timeout)
+            check_timeout(timeout)
         self._ensure_ready()
         return self._run_on_ranks(engine.call, (fn, args, kwargs),
                                   self.timeout if timeout is None else timeout)
@@ -336,7 +294,7 @@ class Cluster:
     def run_cell(self, source, filename, timeout=None):
         """Run notebook source on every rank (the `%%ranks` magic)."""
         if timeout is not None:
-            _check_timeout(timeout)
+            check_timeout(timeout)
         self._ensure_ready()
         return self._run_on_ranks(engine.run_source, (source, filename),
                                   self.timeout if timeout is None else timeout)

@@ -123,6 +123,7 @@ class Engines:
         self._env, self._ipp_kwargs = dict(env or {}), dict(ipp_kwargs or {})
         self._ipp = self._client = None
         self._forkserver = None
+        self._used = set()      # engine ids given to a group so far
         self.fork = fork and self.local and sys.platform == "linux"
 
     @property
@@ -334,6 +335,20 @@ class Engines:
                 raise TimeoutError(f"only {len(new)} of {n} engines started "
                                    f"within the start timeout")
             time.sleep(POLL)
+
+    def wait_for_generation(self, n, generation, deadline, progress=None):
+        """Ids of n engines no group has used, once registered (raising if
+        one of `generation` died starting); marked used, and set to take
+        notebook functions by value."""
+        ids = self.wait_for_new(n, self._used, deadline, progress,
+                                generation if self.can_restart else None)
+        self._used.update(ids)
+        self.use_cloudpickle(ids)
+        return ids
+
+    def unused_count(self):
+        """Registered engines no group has used yet: the spares."""
+        return self.count_new(self._used)
 
     def count_new(self, seen):
         """How many registered engines are not in `seen`."""

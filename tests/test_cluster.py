@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import ddpdemo
-from ddpdemo.cluster import State, _check_args
+from ddpdemo.cluster import State
+from ddpdemo.options import check_args
 
 
 
@@ -202,7 +203,7 @@ def test_run_timeout_is_validated(cluster):
 
 
 def test_check_args_accepts_good_input():
-    _check_args(4, "gloo", 2.5)
+    check_args(4, "gloo", 2.5)
 
 
 def test_four_ranks_and_two_clusters_at_once():
