@@ -28,6 +28,7 @@ import weakref
 from . import engine, flight, group, processes, watch
 from .engines import Engines
 from .errors import HangError, RankError
+from .magic import in_ipython, register, unregister
 from .options import (check_args, check_rendezvous, check_timeout,
                       requested_backend)
 from .progress import Progress
@@ -169,7 +170,6 @@ class Cluster:
             self.stop()
             raise
         progress.done(f"{self.backend} group of {self.world_size} ready")
-        from .magic import register
         register(self)
         return self
 
@@ -183,7 +183,6 @@ class Cluster:
         self._ids, self._pids = [], []
         self._generation, self._launched = 0, -1
         self._state = State.STOPPED
-        from .magic import unregister
         unregister(self)
 
     def reset(self):
@@ -196,8 +195,8 @@ class Cluster:
 
     def _launch(self, generation):
         """Launch a generation of engines without waiting for them. Local
-        ones import torch before they register: a spare is then ready to
-        form a group at once, and at start-up the import overlaps."""
+        ones are forked from a server that imported torch once: a spare is
+        then ready to form a group at once (ddpdemo.forkserver)."""
         self._engines.launch(generation,
                              preload=("torch",) if self.local else ())
         self._launched = generation
@@ -240,7 +239,7 @@ class Cluster:
         self._ids, self._pids = formed.ids, formed.pids
         self._backend, self._flight = formed.backend, formed.ledger_store
         self._state = State.READY
-        if _in_ipython():
+        if in_ipython():
             self._engines.activate(self._ids)
         if self.spares:
             # The next generation starts now, in the background: forked
@@ -269,7 +268,7 @@ class Cluster:
         group whose wait timed out is poisoned for good."""
         self._state = State.READY
         try:
-            self._run_on_ranks(engine.call, (_barrier, (), {}),
+            self._run_on_ranks(engine.call, (engine.barrier, (), {}),
                                HEALTH_TIMEOUT)
         except (HangError, RankError):
             # _run_on_ranks has begun a restart if ranks were stuck or
@@ -285,18 +284,18 @@ class Cluster:
         Raises HangError if some rank has not returned within `timeout`
         seconds (default: the cluster's), RankError if some rank raised.
         """
-        if timeout is not None:
-            check_timeout(timeout)
-        self._ensure_ready()
-        return self._run_on_ranks(engine.call, (fn, args, kwargs),
-                                  self.timeout if timeout is None else timeout)
+        return self._run_when_ready(engine.call, (fn, args, kwargs), timeout)
 
     def run_cell(self, source, filename, timeout=None):
         """Run notebook source on every rank (the `%%ranks` magic)."""
+        return self._run_when_ready(engine.run_source, (source, filename),
+                                    timeout)
+
+    def _run_when_ready(self, fn, args, timeout):
         if timeout is not None:
             check_timeout(timeout)
         self._ensure_ready()
-        return self._run_on_ranks(engine.run_source, (source, filename),
+        return self._run_on_ranks(fn, args,
                                   self.timeout if timeout is None else timeout)
 
     def _run_on_ranks(self, fn, args, timeout):
@@ -344,19 +343,6 @@ class Cluster:
         """Remote ranks' processes cannot be seen from here: assume alive
         and let the timeout speak."""
         return not self.local or processes.alive(self._pids[rank])
-
-
-def _barrier():
-    import torch.distributed as dist
-    dist.barrier()
-
-
-def _in_ipython():
-    try:
-        from IPython import get_ipython
-        return get_ipython() is not None
-    except ImportError:
-        return False
 
 
 @atexit.register
