@@ -9,12 +9,14 @@ finish within the timeout raises HangError naming it, with its stack;
 the engines are then replaced and the group formed anew, because a
 timed-out gloo group is poisoned and a stuck gloo wait ignores SIGINT.
 Replacing them is quick because a local cluster keeps spare engines,
-started in the background once the group has formed, that have already
-imported torch: a restart kills the old engines, forms the group on the
-spares (well under a second) and starts the next spares.
+started in the background once the group has formed: a restart kills the
+old engines, forms the group on the spares (well under a second) and
+starts the next spares. Local engines are forked from ddpdemo.forkserver,
+which imported torch once, so starting one takes a fraction of a second.
 This module is the policy (life cycle, running, when to restart);
-ddpdemo.engines talks to ipyparallel, ddpdemo.group forms the group on a
-generation of engines, and ddpdemo.engine is what runs on the ranks.
+ddpdemo.options checks what is asked for, ddpdemo.engines talks to
+ipyparallel, ddpdemo.group forms the group on a generation of engines,
+and ddpdemo.engine is what runs on the ranks.
 """
 import atexit
 import enum

@@ -4,6 +4,9 @@ to the engines, and how an engine ended. Plumbing for ddpdemo.cluster,
 which decides *when* to do these things (chapter 0, "How the live
 cluster works").
 
+Local engines are forked from ddpdemo.forkserver (started here, beside
+the controller), which imported torch once for all of them.
+
     engines = Engines(world_size=2, tmpdir=tmp).start()
     engines.launch(generation=0)            # one engine set per rank
     ids = engines.wait_for_new(2, seen=set(), ...)
