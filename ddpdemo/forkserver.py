@@ -87,6 +87,10 @@ def _child(spec, sockets, wakeup):
         os.chdir(spec["cwd"] or ".")
         os.environ.clear()
         os.environ.update(spec["env"])
+        # A fresh process draws its own random state; so must a fork
+        # (Python's random module reseeds itself after a fork already).
+        if "numpy.random" in sys.modules:
+            sys.modules["numpy.random"].seed()
         module, *args = spec["argv"]
         sys.argv = [module] + args
         runpy.run_module(module, run_name="__main__", alter_sys=True)

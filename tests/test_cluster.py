@@ -432,3 +432,17 @@ def test_backend_variable_decides_what_auto_means(monkeypatch):
     monkeypatch.setenv("DDPDEMO_BACKEND", "mpi")
     with pytest.raises(ValueError, match="unknown backend 'mpi'"):
         ddpdemo.Cluster(world_size=2)
+
+
+def random_draws():
+    import random
+
+    import numpy
+    return random.random(), numpy.random.random()
+
+
+def test_forked_ranks_draw_their_own_random_state(cluster):
+    """Engines forked from one server must not share Python's or numpy's
+    random state, as fresh processes would not."""
+    (py0, np0), (py1, np1) = cluster.run(random_draws)
+    assert py0 != py1 and np0 != np1
