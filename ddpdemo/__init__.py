@@ -6,9 +6,10 @@ from .devices import current_device
 from .errors import HangError, RankError
 from .quote import cite, show_source
 from .scripts import torchrun
+from .timeouts import default_timeouts
 
 __all__ = ["Cluster", "HangError", "RankError", "cite", "current_device",
-           "show_source", "torchrun"]
+           "default_timeouts", "show_source", "torchrun"]
 __version__ = "0.1.0"
 
 

@@ -9,12 +9,14 @@ finish within the timeout raises HangError naming it, with its stack;
 the engines are then replaced and the group formed anew, because a
 timed-out gloo group is poisoned and a stuck gloo wait ignores SIGINT.
 Replacing them is quick because a local cluster keeps spare engines,
-started in the background once the group has formed, that have already
-imported torch: a restart kills the old engines, forms the group on the
-spares (well under a second) and starts the next spares.
+started in the background once the group has formed: a restart kills the
+old engines, forms the group on the spares (well under a second) and
+starts the next spares. Local engines are forked from ddpdemo.forkserver,
+which imported torch once, so starting one takes a fraction of a second.
 This module is the policy (life cycle, running, when to restart);
-ddpdemo.engines talks to ipyparallel, ddpdemo.group forms the group on a
-generation of engines, and ddpdemo.engine is what runs on the ranks.
+ddpdemo.options checks what is asked for, ddpdemo.engines talks to
+ipyparallel, ddpdemo.group forms the group on a generation of engines,
+and ddpdemo.engine is what runs on the ranks.
 """
 import atexit
 import enum
@@ -25,13 +27,14 @@ import tempfile
 import time
 import weakref
 
-from . import devices, engine, flight, group, processes, watch
+from . import engine, flight, group, processes, watch
 from .engines import Engines
 from .errors import HangError, RankError
+from .magic import in_ipython, register, unregister
+from .options import (check_args, check_rendezvous, check_timeout,
+                      requested_backend)
 from .progress import Progress
 
-BACKENDS = ("auto", "gloo", "nccl")
-BACKEND_VARIABLE = "DDPDEMO_BACKEND"   # what backend="auto" means, if set
 START_TIMEOUT = 120.0     # s; four engines on a 2-core laptop take ~10 s
 HEALTH_TIMEOUT = 5.0      # s; the barrier that checks a suspect group
 _clusters = weakref.WeakSet()
@@ -43,26 +46,6 @@ class State(str, enum.Enum):
     RESTARTING = "restarting"   # new engines on their way: form at next run
     SUSPECT = "suspect"         # a rank raised: check the group first
     BROKEN = "broken"           # stuck, and not ours to restart
-
-
-def _check_args(world_size, backend, timeout):
-    if isinstance(world_size, bool) or not isinstance(world_size, int):
-        raise TypeError(f"world_size must be a positive int, got {world_size!r}")
-    if world_size < 1:
-        raise ValueError(f"world_size must be a positive int, got {world_size}")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of "
-                         f"{', '.join(map(repr, BACKENDS))}")
-    _check_timeout(timeout)
-
-
-def _check_timeout(timeout):
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a positive number of seconds, "
-                        f"got {timeout!r}")
-    if not 0 < timeout < float("inf"):
-        raise ValueError(f"timeout must be a positive number of seconds, "
-                         f"got {timeout}")
 
 
 class Cluster:
@@ -87,27 +70,25 @@ class Cluster:
                  master_addr=None, group_timeout=None, env=None,
                  start_timeout=START_TIMEOUT, spares=True,
                  flight_recorder=flight.DEFAULT_BUFFER, **ipp_kwargs):
-        if backend == "auto":
-            backend = os.environ.get(BACKEND_VARIABLE) or "auto"
-        _check_args(world_size, backend, timeout)
-        _check_timeout(start_timeout)
+        backend = requested_backend(backend)
+        check_args(world_size, backend, timeout)
+        check_timeout(start_timeout)
         self.local = profile is None and engines == "local"
-        if rendezvous not in (None, "file", "tcp"):
-            raise ValueError(f"unknown rendezvous {rendezvous!r}; "
-                             "choose 'file' or 'tcp'")
-        if rendezvous == "file" and not self.local:
-            raise ValueError("rendezvous='file' needs all ranks on this "
-                             "machine; use 'tcp' with remote engines")
         self.world_size = world_size
         self.timeout = float(timeout)
-        self.rendezvous = rendezvous or ("file" if self.local else "tcp")
+        self.rendezvous = check_rendezvous(rendezvous, self.local)
         self.master_addr = master_addr or ("127.0.0.1" if self.local else None)
         # The group's own timeout is longer than ours, so a stuck rank is
         # reported by HangError (with its stack), not torch's own error.
         self.group_timeout = group_timeout or max(300.0, 4 * self.timeout)
         self.start_timeout = start_timeout
         self.spares = bool(spares) and self.local
-        self.backend = self._choose_backend(backend)
+        # Local "auto" is settled on first use of `backend` (it imports
+        # torch: start() lets that overlap the engines' start); remote
+        # "auto" by what the ranks see when the group forms.
+        self._backend = backend
+        if backend == "nccl" and self.local:
+            group.local_backend(backend, world_size)    # enough GPUs?
         # The recorder's size must be in the environment before torch
         # starts (spares import it early); the keyword wins over env=.
         self._env = dict(env or {}, **flight.env(flight_recorder))
@@ -115,21 +96,18 @@ class Cluster:
                                   env=self._env, ipp_kwargs=ipp_kwargs)
         self._flight = None     # how to reach the group's store
         self._engines = self._tmp = None
-        self._ids, self._pids, self._seen = [], [], set()
+        self._ids, self._pids = [], []
         # Generation g's engines are sets g<g>-rank<r>; the current one
         # runs the group, and `_launched` > it means spares are coming.
         self._generation, self._launched = 0, -1
         self._state = State.STOPPED
 
-    def _choose_backend(self, backend):
-        if backend == "gloo" or not self.local:
-            return backend  # remote: "auto" is settled on the engines
-        gpus = devices.gpu_count()
-        if backend == "nccl" and gpus < self.world_size:
-            raise ValueError(f"backend='nccl' needs one GPU per rank: "
-                             f"world_size={self.world_size}, but {gpus} "
-                             f"GPU(s) found")
-        return "nccl" if gpus >= self.world_size else "gloo"
+    @property
+    def backend(self):
+        """"gloo" or "nccl" ("auto" only for remote ranks not yet seen)."""
+        if self._backend == "auto" and self.local:
+            self._backend = group.local_backend("auto", self.world_size)
+        return self._backend
 
     def __repr__(self):
         return (f"<Cluster world_size={self.world_size} "
@@ -162,7 +140,7 @@ class Cluster:
         if not self.spares or self._engines is None:
             return True
         return (self._launched > self._generation and
-                self._engines.count_new(self._seen) >= self.world_size)
+                self._engines.unused_count() >= self.world_size)
 
     @property
     def tmpdir(self):
@@ -186,6 +164,7 @@ class Cluster:
         try:
             self._engines = Engines(self.world_size, self._tmp,
                                     **self._engines_args).start()
+            self.backend    # import torch here while the engines start
             if self._engines.can_restart:
                 self._launch(self._generation)
             self._form_group(progress)
@@ -193,7 +172,6 @@ class Cluster:
             self.stop()
             raise
         progress.done(f"{self.backend} group of {self.world_size} ready")
-        from .magic import register
         register(self)
         return self
 
@@ -207,7 +185,6 @@ class Cluster:
         self._ids, self._pids = [], []
         self._generation, self._launched = 0, -1
         self._state = State.STOPPED
-        from .magic import unregister
         unregister(self)
 
     def reset(self):
@@ -220,8 +197,8 @@ class Cluster:
 
     def _launch(self, generation):
         """Launch a generation of engines without waiting for them. Local
-        ones import torch before they register: a spare is then ready to
-        form a group at once, and at start-up the import overlaps."""
+        ones are forked from a server that imported torch once: a spare is
+        then ready to form a group at once (ddpdemo.forkserver)."""
         self._engines.launch(generation,
                              preload=("torch",) if self.local else ())
         self._launched = generation
@@ -248,46 +225,28 @@ class Cluster:
 
     # -- forming the group -----------------------------------------------
     def _form_group(self, progress):
-        """Wait for this generation's engines, give them their ranks, and
-        form the process group on them (steps in ddpdemo.group)."""
-        ids = self._wait_for_engines(progress)
-        self._ids, local_ranks = group.assign_ranks(self._engines, ids,
-                                                    self.world_size)
-        progress.update("importing torch")
-        facts = group.prepare_ranks(
-            self._engines, self._ids, local_ranks, self._env,
-            os.path.join(self._tmp, "stack-{}.txt") if self.local else None)
-        self._pids = [f["pid"] for f in facts]
-        if self.backend == "auto":
-            self.backend = group.backend_for(facts, local_ranks)
+        """Wait for this generation's engines and form the process group
+        on them (the steps are in ddpdemo.group)."""
+        ids = self._engines.wait_for_generation(
+            self.world_size, self._generation,
+            time.monotonic() + self.start_timeout, progress)
         progress.update(f"forming the {self.backend} group")
-        store = os.path.join(self._tmp, f"store-{self._generation}")
-        store = group.init_group(
-            self._engines, self._ids, self.backend, self.group_timeout,
-            master_addr=self.master_addr,
-            file_path=store if self.rendezvous == "file" else None)
-        # A thread on each rank answers ledger requests through the store,
-        # so a rank stuck in a collective still says what it recorded.
-        self._flight = flight.store_spec(**store)
-        self._engines.call_each(self._ids, flight.arm,
-                                per_rank=lambda r: (r, self._flight))
+        formed = group.form(
+            self._engines, ids, self.backend, self._env, self.group_timeout,
+            dump=(os.path.join(self._tmp, "stack-{}.txt") if self.local
+                  else None),
+            file_path=(os.path.join(self._tmp, f"store-{self._generation}")
+                       if self.rendezvous == "file" else None),
+            master_addr=self.master_addr)
+        self._ids, self._pids = formed.ids, formed.pids
+        self._backend, self._flight = formed.backend, formed.ledger_store
         self._state = State.READY
-        if _in_ipython():
+        if in_ipython():
             self._engines.activate(self._ids)
         if self.spares:
-            # The next generation starts now, in the background: it
-            # imports torch while the reader works with this one.
+            # The next generation starts now, in the background: forked
+            # from the fork server, it is ready well before it is needed.
             self._launch(self._generation + 1)
-
-    def _wait_for_engines(self, progress):
-        """Ids of this generation's engines once they have registered."""
-        deadline = time.monotonic() + self.start_timeout
-        ids = self._engines.wait_for_new(
-            self.world_size, self._seen, deadline, progress,
-            self._generation if self._engines.can_restart else None)
-        self._seen.update(ids)
-        self._engines.use_cloudpickle(ids)
-        return ids
 
     # -- running code ----------------------------------------------------
     def _ensure_ready(self):
@@ -311,7 +270,7 @@ class Cluster:
         group whose wait timed out is poisoned for good."""
         self._state = State.READY
         try:
-            self._run_on_ranks(engine.call, (_barrier, (), {}),
+            self._run_on_ranks(engine.call, (engine.barrier, (), {}),
                                HEALTH_TIMEOUT)
         except (HangError, RankError):
             # _run_on_ranks has begun a restart if ranks were stuck or
@@ -327,18 +286,18 @@ class Cluster:
         Raises HangError if some rank has not returned within `timeout`
         seconds (default: the cluster's), RankError if some rank raised.
         """
-        if timeout is not None:
-            _check_timeout(timeout)
-        self._ensure_ready()
-        return self._run_on_ranks(engine.call, (fn, args, kwargs),
-                                  self.timeout if timeout is None else timeout)
+        return self._run_when_ready(engine.call, (fn, args, kwargs), timeout)
 
     def run_cell(self, source, filename, timeout=None):
         """Run notebook source on every rank (the `%%ranks` magic)."""
+        return self._run_when_ready(engine.run_source, (source, filename),
+                                    timeout)
+
+    def _run_when_ready(self, fn, args, timeout):
         if timeout is not None:
-            _check_timeout(timeout)
+            check_timeout(timeout)
         self._ensure_ready()
-        return self._run_on_ranks(engine.run_source, (source, filename),
+        return self._run_on_ranks(fn, args,
                                   self.timeout if timeout is None else timeout)
 
     def _run_on_ranks(self, fn, args, timeout):
@@ -386,19 +345,6 @@ class Cluster:
         """Remote ranks' processes cannot be seen from here: assume alive
         and let the timeout speak."""
         return not self.local or processes.alive(self._pids[rank])
-
-
-def _barrier():
-    import torch.distributed as dist
-    dist.barrier()
-
-
-def _in_ipython():
-    try:
-        from IPython import get_ipython
-        return get_ipython() is not None
-    except ImportError:
-        return False
 
 
 @atexit.register

@@ -134,3 +134,9 @@ def run_source(source, filename):
     value = eval(compile(last, filename, "eval"), namespace)
     sys.stdout.flush()
     return None if value is None else repr(to_cpu(value))
+
+
+def barrier():
+    """The health check of a group a failed rank may have poisoned."""
+    import torch.distributed as dist
+    dist.barrier()

@@ -4,6 +4,9 @@ to the engines, and how an engine ended. Plumbing for ddpdemo.cluster,
 which decides *when* to do these things (chapter 0, "How the live
 cluster works").
 
+Local engines are forked from ddpdemo.forkserver (started here, beside
+the controller), which imported torch once for all of them.
+
     engines = Engines(world_size=2, tmpdir=tmp).start()
     engines.launch(generation=0)            # one engine set per rank
     ids = engines.wait_for_new(2, seen=set(), ...)
@@ -12,18 +15,24 @@ cluster works").
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 
 import ipyparallel as ipp
+import psutil
 from ipyparallel.cluster.launcher import (LocalControllerLauncher,
                                           LocalEngineLauncher,
                                           LocalEngineSetLauncher)
 
-from . import processes
+from . import forkserver, processes
 
+FORKSERVER_VARIABLE = "DDPDEMO_FORKSERVER"   # where a launcher asks for a fork
 HEARTBEAT_MS = 250        # ipyparallel's default 3 s beat slows start-up
 CALL_TIMEOUT = 60.0       # s; one bounded step of start-up (import, init)
+# What the fork server imports once for every engine it forks.
+FORK_PRELOAD = ("torch", "torch.distributed", "ipyparallel.engine.app",
+                "ddpdemo.engine")
 POLL = 0.05               # s; how often a wait for engines looks
 
 
@@ -36,12 +45,19 @@ class _RecordingProcess:
     sometimes, and notebook output would change from run to run.
     """
 
-    def __init__(self, process):
+    def __init__(self, process, forkserver=None):
         self._process = process
+        self._forkserver = forkserver
         self.exit_code = None
 
     def wait(self, timeout=None):
         code = self._process.wait(timeout)
+        if self._forkserver is not None:
+            # Not our child: its parent, the fork server, recorded it.
+            deadline = time.monotonic() + 2.0
+            while code is None and time.monotonic() < deadline:
+                code = forkserver.read_exit(self._forkserver, self.pid)
+                time.sleep(0.01) if code is None else None
         self.exit_code = code
         return code
 
@@ -50,10 +66,28 @@ class _RecordingProcess:
 
 
 class RankEngineLauncher(LocalEngineLauncher):
-    """A local engine whose exit status can be read afterwards."""
+    """A local engine whose exit status can be read afterwards, forked by
+    the cluster's ddpdemo.forkserver when its environment names one."""
+
+    _forkserver = None
+
+    def start(self):
+        env = dict(os.environ, **self.get_env())
+        self._forkserver = env.pop(FORKSERVER_VARIABLE, None)
+        if self._forkserver is None or self.args[1:2] != ["-m"]:
+            return super().start()
+        try:
+            self.pid = forkserver.request(self._forkserver, self.args[2:],
+                                          env, self.work_dir, self.output_file)
+        except OSError:     # the server is gone: start one the slow way
+            self._forkserver = None
+            return super().start()
+        self.process = psutil.Process(self.pid)
+        self.notify_start(self.pid)
+        self._start_waiting()
 
     def _start_waiting(self):
-        self.process = _RecordingProcess(self.process)
+        self.process = _RecordingProcess(self.process, self._forkserver)
         super()._start_waiting()
 
 
@@ -84,13 +118,16 @@ class Engines:
     """
 
     def __init__(self, world_size, tmpdir, *, launcher="local",
-                 profile=None, env=None, ipp_kwargs=None):
+                 profile=None, env=None, ipp_kwargs=None, fork=True):
         self.world_size = world_size
         self.tmpdir = tmpdir
         self.local = profile is None and launcher == "local"
         self._launcher, self._profile = launcher, profile
         self._env, self._ipp_kwargs = dict(env or {}), dict(ipp_kwargs or {})
-        self._ipp = self.client = None
+        self._ipp = self._client = None
+        self._forkserver = None
+        self._used = set()      # engine ids given to a group so far
+        self.fork = fork and self.local and sys.platform == "linux"
 
     @property
     def can_restart(self):
@@ -98,10 +135,14 @@ class Engines:
         return self._ipp is not None
 
     def start(self):
-        """Start the controller (or connect to the profile's) and a client."""
+        """Start the controller (or connect to the profile's). The client
+        connects on first use: engines launched before that start while
+        the controller does (they wait for its connection file)."""
         if self._profile is not None:
-            self.client = ipp.Client(profile=self._profile)
+            self._client = ipp.Client(profile=self._profile)
             return self
+        if self.fork:
+            self._start_forkserver()
         from IPython.core.profiledir import ProfileDir
         profile_dir = ProfileDir.create_profile_dir(
             os.path.join(self.tmpdir, "profile")).location
@@ -123,20 +164,58 @@ class Engines:
             guard["controller_cmd"] = processes.guarded(
                 "ipyparallel.controller", remove=self.tmpdir)
         self._ipp.start_controller_sync(**guard)
-        self.client = self._ipp.connect_client_sync()
         return self
+
+    @property
+    def client(self):
+        """ipyparallel's Client, connected once the controller is up."""
+        if self._client is None and self._ipp is not None:
+            self._client = self._ipp.connect_client_sync()
+        return self._client
+
+    def _engine_env(self):
+        """The environment every engine of this cluster shares."""
+        env = {"OMP_NUM_THREADS": "1", "PYTHONPATH": processes.pythonpath(),
+               "IPP_NONINTERACTIVE": "1"}
+        if self.local:
+            from .devices import loopback_interface
+            env["GLOO_SOCKET_IFNAME"] = loopback_interface()
+        env.update(self._env)
+        return env
+
+    def _start_forkserver(self):
+        """Start ddpdemo.forkserver, which imports torch (while the
+        controller starts) and then forks each local engine."""
+        self._forkserver_path = os.path.join(self.tmpdir, "forkserver.sock")
+        with open(os.path.join(self.tmpdir, "forkserver.log"), "ab") as log:
+            self._forkserver = subprocess.Popen(
+                [sys.executable, "-m", "ddpdemo.forkserver",
+                 str(os.getpid()), self._forkserver_path, *FORK_PRELOAD],
+                env=dict(os.environ, **self._engine_env()),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+
+    def _forkserver_ready(self):
+        """True once the fork server listens; False if there is none or it
+        died (an engine started the slow way then shows why)."""
+        deadline = time.monotonic() + CALL_TIMEOUT
+        while self._forkserver is not None and \
+                self._forkserver.poll() is None:
+            if os.path.exists(self._forkserver_path):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return False
 
     # -- engine sets ---------------------------------------------------
     def launch(self, generation, preload=()):
         """Start one engine set per rank (local), so each engine has its
         RANK in its environment from birth; or one set of world_size.
         `preload`: modules a local engine imports before it registers."""
-        base = {"OMP_NUM_THREADS": "1", "PYTHONPATH": processes.pythonpath(),
-                "IPP_NONINTERACTIVE": "1"}
-        if self.local:
-            from .devices import loopback_interface
-            base["GLOO_SOCKET_IFNAME"] = loopback_interface()
-        base.update(self._env)
+        base = self._engine_env()
+        if self._forkserver_ready():
+            base[FORKSERVER_VARIABLE] = self._forkserver_path
         args = dict(engine_args=["--IPEngine.enable_nanny=False"])
         if not self.local:
             # No guard: this kernel's pid means nothing on another host;
@@ -223,9 +302,9 @@ class Engines:
 
     def stop(self):
         """Kill every engine, stop the controller, close the client."""
-        if self.client is not None:
+        if self._client is not None:
             try:
-                self.client.close()
+                self._client.close()
             except Exception:
                 pass
         if self._ipp is not None:
@@ -238,7 +317,10 @@ class Engines:
                 self._ipp.stop_cluster_sync()
             except Exception:
                 pass
-        self._ipp = self.client = None
+        if self._forkserver is not None:
+            self._forkserver.kill()
+            self._forkserver.wait()
+        self._ipp = self._client = self._forkserver = None
 
     # -- calling the engines ---------------------------------------------
     def wait_for_new(self, n, seen, deadline, progress=None, generation=None):
@@ -256,6 +338,20 @@ class Engines:
                 raise TimeoutError(f"only {len(new)} of {n} engines started "
                                    f"within the start timeout")
             time.sleep(POLL)
+
+    def wait_for_generation(self, n, generation, deadline, progress=None):
+        """Ids of n engines no group has used, once registered (raising if
+        one of `generation` died starting); marked used, and set to take
+        notebook functions by value."""
+        ids = self.wait_for_new(n, self._used, deadline, progress,
+                                generation if self.can_restart else None)
+        self._used.update(ids)
+        self.use_cloudpickle(ids)
+        return ids
+
+    def unused_count(self):
+        """Registered engines no group has used yet: the spares."""
+        return self.count_new(self._used)
 
     def count_new(self, seen):
         """How many registered engines are not in `seen`."""

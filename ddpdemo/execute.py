@@ -15,7 +15,8 @@ port, a bandwidth) keeps its stored text, so a refresh shows diffs only
 where something really changed. Stops at the first failing cell.
 
 --check runs the notebooks and stores nothing: what CI or a GPU machine
-runs to see every chapter pass. --backend sets DDPDEMO_BACKEND, which the
+runs to see every chapter pass. --timings prints how long each code cell
+took (where a chapter's seconds go), slowest first. --backend sets DDPDEMO_BACKEND, which the
 notebook kernels inherit and `Cluster(backend="auto")` obeys.
 """
 import argparse
@@ -114,9 +115,27 @@ def keep_unchanged(old, new, rules):
     return new
 
 
-def execute(path, store=True):
+def cell_seconds(nb):
+    """[(seconds, cell number, first line)] of each executed code cell,
+    from the timing metadata nbclient records (record_timing=True)."""
+    from datetime import datetime
+    rows = []
+    for n, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        times = cell.metadata.get("execution", {})
+        start = times.get("iopub.execute_input")
+        end = times.get("shell.execute_reply")
+        if start and end:
+            took = (datetime.fromisoformat(end.replace("Z", "+00:00")) -
+                    datetime.fromisoformat(start.replace("Z", "+00:00")))
+            first = (cell.source.splitlines() or [""])[0]
+            rows.append((took.total_seconds(), n + 1, first[:60]))
+    return rows
+
+
+def execute(path, store=True, timings=False):
     """Run the notebook top to bottom in a fresh kernel; store its outputs
-    unless store=False (the file is then not touched)."""
+    unless store=False (the file is then not touched). timings=True:
+    return cell_seconds() of the run."""
     import copy
     import nbformat
     from nbclient import NotebookClient
@@ -124,10 +143,16 @@ def execute(path, store=True):
     nb = copy.deepcopy(stored)
     client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}},
-                            record_timing=False)
+                            record_timing=timings)
+    started = time.monotonic()
     client.execute()
+    rows = cell_seconds(nb) if timings else None
+    if rows is not None:
+        rows.append((time.monotonic() - started - sum(r[0] for r in rows),
+                     0, "(kernel start and between cells)"))
     if store:
         nbformat.write(keep_unchanged(stored, clean(nb), sanitizers()), path)
+    return rows
 
 
 def main(argv=None):
@@ -137,6 +162,8 @@ def main(argv=None):
                         help="run every cell, store nothing")
     parser.add_argument("--backend", choices=("auto", "gloo", "nccl"),
                         help="what Cluster(backend='auto') uses")
+    parser.add_argument("--timings", action="store_true",
+                        help="print each code cell's seconds")
     args = parser.parse_args(argv)
     if args.backend not in (None, "gloo") and not args.check:
         parser.error("stored outputs are gloo's: use --backend "
@@ -150,12 +177,15 @@ def main(argv=None):
         start = time.monotonic()
         print(f"{verb} {path} ...", end=" ", flush=True)
         try:
-            execute(path.resolve(), store=not args.check)
+            rows = execute(path.resolve(), store=not args.check,
+                           timings=args.timings)
         except Exception as exc:
             print(f"FAILED after {time.monotonic() - start:.1f} s")
             print(exc, file=sys.stderr)
             return 1
         print(f"{time.monotonic() - start:.1f} s", flush=True)
+        for seconds, n, first in sorted(rows or (), reverse=True):
+            print(f"  {seconds:6.2f} s  cell {n:2d}  {first}")
     print(f"done in {time.monotonic() - total:.1f} s")
     return 0
 

@@ -2,9 +2,12 @@
 engine is which rank, each rank's environment, and init_process_group
 through a fresh store. Plumbing for ddpdemo.cluster (chapter 0, "How the
 live cluster works"); the code that runs on the ranks is ddpdemo.engine,
-and `engines` below is a ddpdemo.engines.Engines.
+and `engines` below is a ddpdemo.engines.Engines. `form` runs the steps
+in order; the backend for local ranks is chosen here too.
 """
-from . import engine
+import collections
+
+from . import engine, flight
 
 
 def assign_ranks(engines, ids, world_size):
@@ -54,3 +57,38 @@ def init_group(engines, ids, backend, timeout_s, file_path=None,
     engines.call_each(ids, engine.init_group, per_rank=lambda r: (
         backend, r, world_size, timeout_s), **store)
     return store
+
+
+def local_backend(backend, world_size):
+    """The backend for ranks on this machine: "nccl" when it has a GPU
+    per rank, else "gloo"; ValueError if "nccl" is asked without them."""
+    if backend == "gloo":
+        return backend
+    from .devices import gpu_count
+    gpus = gpu_count()
+    if backend == "nccl" and gpus < world_size:
+        raise ValueError(f"backend='nccl' needs one GPU per rank: "
+                         f"world_size={world_size}, but {gpus} "
+                         f"GPU(s) found")
+    return "nccl" if gpus >= world_size else "gloo"
+
+
+Formed = collections.namedtuple("Formed", "ids pids backend ledger_store")
+
+
+def form(engines, ids, backend, env, timeout_s, dump=None, file_path=None,
+         master_addr=None):
+    """Every step from registered engines to a working group: assign
+    ranks, prepare them, settle backend="auto" from what the ranks see,
+    init_process_group, and arm each rank's Flight Recorder responder (a
+    thread that answers ledger requests through the store, so a rank stuck
+    in a collective still says what it recorded). Returns Formed."""
+    ids, local_ranks = assign_ranks(engines, ids, len(ids))
+    facts = prepare_ranks(engines, ids, local_ranks, env, dump)
+    if backend == "auto":
+        backend = backend_for(facts, local_ranks)
+    store = init_group(engines, ids, backend, timeout_s,
+                       file_path=file_path, master_addr=master_addr)
+    spec = flight.store_spec(**store)
+    engines.call_each(ids, flight.arm, per_rank=lambda r: (r, spec))
+    return Formed(ids, [f["pid"] for f in facts], backend, spec)

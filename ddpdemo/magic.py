@@ -59,3 +59,13 @@ def ranks(line, cell):
         if value is not None:
             for text in value.splitlines():
                 print(f"[rank {rank}] {text}")
+
+
+def in_ipython():
+    """True inside IPython (a notebook kernel): only there are ipyparallel's
+    `%px` magics activated on the ranks."""
+    try:
+        from IPython import get_ipython
+        return get_ipython() is not None
+    except ImportError:
+        return False

@@ -9,15 +9,22 @@ prints `torch/distributed/run.py:1012: def _get_free_port(...)` and raises
 LookupError if no line of that file holds the text any more. Used from
 chapter 0 on; `show_source` prints a function's installed source.
 """
+import importlib.util
 import inspect
 import os
 import re
 
-import torch
-
 # site-packages (or wherever torch is installed): paths are quoted relative
-# to it, `torch/...`, so stored output holds no machine's directory.
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__)))
+# to it, `torch/...`, so stored output holds no machine's directory. Found
+# without importing torch: every process that imports ddpdemo (the
+# controller's guard too) would otherwise pay ~1.7 s of CPU for it.
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(
+    importlib.util.find_spec("torch").origin)))
+
+
+def _torch_version():
+    import torch
+    return torch.__version__
 
 
 def _squash(text):
@@ -34,7 +41,7 @@ def find(path, *texts):
             lines = f.read().splitlines()
     except FileNotFoundError:
         raise LookupError(f"{path} is not part of the installed torch "
-                          f"{torch.__version__}") from None
+                          f"{_torch_version()}") from None
     found, start = [], 0
     for text in texts:
         want = _squash(text)
@@ -46,7 +53,7 @@ def find(path, *texts):
         else:
             raise LookupError(
                 f"{text!r} is no longer in {path} (torch "
-                f"{torch.__version__}): the claim this citation backs "
+                f"{_torch_version()}): the claim this citation backs "
                 f"must be checked again")
     return found
 

@@ -89,3 +89,12 @@ def test_check_on_gloo_runs_chapter_0_and_leaves_it_untouched():
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "checking" in done.stdout and "done in" in done.stdout
     assert path.read_bytes() == before
+
+
+def test_cell_seconds_reads_nbclient_timing_metadata():
+    nb = notebook(source="import time\ntime.sleep(1)")
+    nb.cells[0].metadata["execution"] = {
+        "iopub.execute_input": "2026-11-22T05:00:00.250000Z",
+        "shell.execute_reply": "2026-11-22T05:00:01.750000Z"}
+    nb.cells.append(new_code_cell("never run"))
+    assert execute.cell_seconds(nb) == [(1.5, 1, "import time")]

@@ -1,0 +1,47 @@
+"""What a Cluster may be asked for, checked before anything starts: a
+mistyped world size or backend fails at once, with the accepted values,
+not half-way through starting engines. Chapter 0 (`ddpdemo.Cluster`).
+"""
+import os
+
+BACKENDS = ("auto", "gloo", "nccl")
+BACKEND_VARIABLE = "DDPDEMO_BACKEND"   # what backend="auto" means, if set
+RENDEZVOUS = (None, "file", "tcp")
+
+
+def requested_backend(backend):
+    """backend, or what DDPDEMO_BACKEND says "auto" means."""
+    if backend == "auto":
+        return os.environ.get(BACKEND_VARIABLE) or "auto"
+    return backend
+
+
+def check_args(world_size, backend, timeout):
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise TypeError(f"world_size must be a positive int, got {world_size!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be a positive int, got {world_size}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of "
+                         f"{', '.join(map(repr, BACKENDS))}")
+    check_timeout(timeout)
+
+
+def check_timeout(timeout):
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a positive number of seconds, "
+                        f"got {timeout!r}")
+    if not 0 < timeout < float("inf"):
+        raise ValueError(f"timeout must be a positive number of seconds, "
+                         f"got {timeout}")
+
+
+def check_rendezvous(rendezvous, local):
+    """"file" (a FileStore: no listener) needs every rank on this host."""
+    if rendezvous not in RENDEZVOUS:
+        raise ValueError(f"unknown rendezvous {rendezvous!r}; "
+                         "choose 'file' or 'tcp'")
+    if rendezvous == "file" and not local:
+        raise ValueError("rendezvous='file' needs all ranks on this "
+                         "machine; use 'tcp' with remote engines")
+    return rendezvous or ("file" if local else "tcp")

@@ -1,0 +1,83 @@
+"""ddpdemo.forkserver: a forked child runs `python -m module` with the
+environment, directory and log it was given; its exit status (or signal)
+is recorded; the server ends with its parent."""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ddpdemo import forkserver, processes
+
+pytestmark = pytest.mark.timeout(60)
+
+PROBE = """
+    import os, sys
+    print(os.environ["PROBE"], os.getcwd(), sys.argv[1:], flush=True)
+    if sys.argv[1] == "die":
+        os.kill(os.getpid(), 9)
+    sys.exit(3)
+"""
+
+
+def wait_for(predicate, within=20.0):
+    deadline = time.monotonic() + within
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return predicate()
+
+
+@pytest.fixture
+def server(tmp_path):
+    (tmp_path / "probe_module.py").write_text(textwrap.dedent(PROBE))
+    sock = str(tmp_path / "fork.sock")
+    proc = subprocess.Popen([sys.executable, "-m", "ddpdemo.forkserver",
+                             str(os.getpid()), sock, "json"], cwd=tmp_path)
+    try:
+        yield sock, tmp_path
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_child_runs_the_module_as_asked_and_its_exit_is_recorded(server):
+    sock, tmp = server
+    work = tmp / "work"
+    work.mkdir()
+    log = str(tmp / "child.log")
+    pid = forkserver.request(sock, ["probe_module", "hello"],
+                             {"PROBE": "probe-value"}, str(work), log)
+    assert pid != os.getpid()
+    assert wait_for(lambda: forkserver.read_exit(sock, pid) is not None)
+    assert forkserver.read_exit(sock, pid) == 3
+    assert open(log).read().split() == ["probe-value", str(work),
+                                        "['hello']"]
+
+
+def test_a_killed_child_reads_as_its_signal(server):
+    sock, tmp = server
+    pid = forkserver.request(sock, ["probe_module", "die"], {"PROBE": "x"},
+                             str(tmp), str(tmp / "die.log"))
+    assert wait_for(lambda: forkserver.read_exit(sock, pid) is not None)
+    assert forkserver.read_exit(sock, pid) == -9
+    assert not processes.alive(pid)
+
+
+def test_server_ends_with_its_parent(tmp_path):
+    sock = str(tmp_path / "fork.sock")
+    parent = subprocess.Popen([sys.executable, "-c", "import time; "
+                               "time.sleep(60)"])
+    server = subprocess.Popen([sys.executable, "-m", "ddpdemo.forkserver",
+                               str(parent.pid), sock])
+    try:
+        assert wait_for(lambda: os.path.exists(sock))
+        parent.kill()
+        parent.wait()
+        assert server.wait(timeout=10) == 0
+    finally:
+        for proc in (parent, server):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
