@@ -380,6 +380,10 @@ class SSHRanks:
     /tmp/<this cluster's directory name>-<host>, for the engines' logs;
     killing and stopping take one ssh per host. The engines run this
     Python (`remote_python`): the hosts must share this virtualenv's path.
+    They carry no guard (this kernel's pid means nothing there): if the
+    kernel dies, its guarded controller goes, and each remote engine
+    ends itself after 50 missed heartbeats (ipyparallel's
+    IPEngine.max_heartbeat_misses), about 40 s at HEARTBEAT_MS.
     """
 
     SSH_TIMEOUT = 15.0   # s; one ssh command (a start, a kill)
@@ -410,8 +414,12 @@ class SSHRanks:
                 remote_profile_dir=self.remote_dirs[host], **args)
 
     def _ssh(self, host, command):
+        """Run a shell command on `host` (spelled as in `hosts`)."""
+        location, _, port = host.partition(":")
+        port_args = ["-p", port] if port else []
         try:
-            subprocess.run(["ssh", *self.ssh_args, host, command],
+            subprocess.run(["ssh", *self.ssh_args, *port_args, location,
+                            command],
                            capture_output=True, timeout=self.SSH_TIMEOUT)
         except subprocess.TimeoutExpired:
             pass
@@ -424,12 +432,14 @@ class SSHRanks:
         pids = {host: [] for host in self.remote_dirs}
         for set_id in list(engine_sets):
             for el in engine_sets.pop(set_id).launchers.values():
-                if getattr(el, "pid", -1) > 0:
-                    pids[el.hostname].append(el.pid)
+                host = el.identifier.rsplit("/", 1)[0]   # "<host>/<i>"
+                if getattr(el, "pid", -1) > 0 and host in pids:
+                    pids[host].append(el.pid)
         for host, found in pids.items():
             command = [f"kill -KILL {' '.join(map(str, found))}"] if found \
                 else []
             if remove:
-                command.append(f"rm -rf -- {shlex.quote(self.remote_dirs[host])}")
+                command.append(
+                    f"rm -rf -- {shlex.quote(self.remote_dirs[host])}")
             if command:
                 self._ssh(host, "; ".join(command) + "; true")

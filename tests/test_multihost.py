@@ -152,6 +152,32 @@ def test_gloo_interface_on_one_machine():
         devices.loopback_interface()
 
 
+def test_ssh_hosts_must_hold_world_size_ranks():
+    from ddpdemo.engines import SSHRanks
+    with pytest.raises(ValueError, match="hold 3 ranks, but world_size=4"):
+        SSHRanks(4, "/tmp/ddpdemo-x", {"a": 2, "b": 1})
+    ranks = SSHRanks(3, "/tmp/ddpdemo-x", {"a": 2, "me@b:2222": 1})
+    assert ranks.slots == [("a", 0), ("a", 1), ("me@b:2222", 0)]
+    assert ranks.remote_dirs == {"a": "/tmp/ddpdemo-x-a",
+                                 "me@b:2222": "/tmp/ddpdemo-x-me_b_2222"}
+
+
+def test_sweep_removes_what_a_killed_run_left():
+    why = hosts.missing()
+    if why:
+        pytest.skip(f"network namespaces: {why}")
+    gone = subprocess.Popen(["true"])
+    gone.wait(timeout=10)                  # a pid whose process is gone
+    name = f"{hosts.PREFIX}-{gone.pid}-test-a"
+    directory = os.path.join("/tmp", f"{hosts.PREFIX}-{gone.pid}-test-x")
+    subprocess.run(["ip", "netns", "add", name], check=True, timeout=10)
+    os.makedirs(directory)
+    hosts.sweep()
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True,
+                            text=True, timeout=10).stdout
+    assert name not in listed and not os.path.exists(directory)
+
+
 @pytest.fixture(scope="module")
 def two_hosts():
     """Hosts a and b, removed afterwards even if a test fails."""
