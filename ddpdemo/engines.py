@@ -376,8 +376,9 @@ class SSHRanks:
     hosts: {host: ranks there}, in rank order, spelled as ipyparallel's
     `SSHEngineSetLauncher.engines` spells them ("host", "user@host:port",
     or an alias from the ssh config that `ssh_args=["-F", path]` names).
-    ssh_args: given to every ssh. Each host gets a directory,
-    /tmp/<this cluster's directory name>-<host>, for the engines' logs;
+    ssh_args: given to every ssh. Each host gets a directory named after
+    this cluster's own, <its path>-<host> (/tmp/ddpdemo-...-<host>
+    unless TMPDIR says otherwise), for the engines' logs;
     killing and stopping take one ssh per host. The engines run this
     Python (`remote_python`): the hosts must share this virtualenv's path.
     They carry no guard (this kernel's pid means nothing there): if the
@@ -395,9 +396,8 @@ class SSHRanks:
         self.slots = [(host, local_rank) for host, n in hosts.items()
                       for local_rank in range(n)]
         self.ssh_args = list(ssh_args)
-        name = os.path.basename(tmpdir.rstrip("/"))
         self.remote_dirs = {
-            host: f"/tmp/{name}-" + re.sub(r"[^\w.-]", "_", host)
+            host: tmpdir.rstrip("/") + "-" + re.sub(r"[^\w.-]", "_", host)
             for host in hosts}
 
     def launch(self, ipp_cluster, generation, env, args):

@@ -198,9 +198,12 @@ def seen(two_hosts):
     args = {"ssh_config": two_hosts.ssh_config,
             "namespaces": two_hosts.namespaces,
             "keep_pids": list(two_hosts.sshd_pids().values())}
+    # TMPDIR: the cluster's directories, on both hosts, go inside the
+    # hosts' own, which the fixture removes even if the scenario fails.
     run = two_hosts.popen(
         "a", [sys.executable, os.path.abspath(__file__), json.dumps(args)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, TMPDIR=two_hosts.tmp))
     try:
         out, err = run.communicate(timeout=SCENARIO_TIMEOUT)
     except subprocess.TimeoutExpired:
