@@ -355,11 +355,16 @@ class QuickSSHEngineLauncher(SSHEngineLauncher):
             + [f"exec nohup {shlex.join(self.program + self.program_args)}"
                f" > {shlex.quote(self.remote_output_file)} 2>&1"
                " </dev/null & echo __remote_pid=$!__", ""])
-        out = subprocess.run(
+        done = subprocess.run(
             [*self.ssh_cmd, *self.ssh_args, self.location, "--", "sh -"],
-            input=script, capture_output=True, text=True, check=True,
-            timeout=SSHRanks.SSH_TIMEOUT).stdout
-        self.pid = int(re.search(r"__remote_pid=(\d+)__", out).group(1))
+            input=script, capture_output=True, text=True,
+            timeout=SSHRanks.SSH_TIMEOUT)
+        found = re.search(r"__remote_pid=(\d+)__", done.stdout)
+        if done.returncode or not found:
+            raise RuntimeError(f"could not start an engine on "
+                               f"{self.location} over ssh (exit status "
+                               f"{done.returncode}): {done.stderr.strip()}")
+        self.pid = int(found.group(1))
         self.notify_start({"host": self.location, "pid": self.pid})
 
 

@@ -150,6 +150,8 @@ def test_gloo_interface_on_one_machine():
     assert devices.address_toward("127.0.0.1") == "127.0.0.1"
     assert devices.gloo_interface("127.0.0.1") == \
         devices.loopback_interface()
+    with pytest.raises(LookupError, match="no interface"):
+        devices.interface_of("198.51.100.1")   # TEST-NET-2: nobody's
 
 
 def test_ssh_hosts_must_hold_world_size_ranks():
@@ -160,6 +162,20 @@ def test_ssh_hosts_must_hold_world_size_ranks():
     assert ranks.slots == [("a", 0), ("a", 1), ("me@b:2222", 0)]
     assert ranks.remote_dirs == {"a": "/tmp/ddpdemo-x-a",
                                  "me@b:2222": "/tmp/ddpdemo-x-me_b_2222"}
+
+
+def test_a_host_ssh_cannot_reach_fails_at_start_and_cleans_up(tmp_path):
+    """Port 1 on loopback refuses at once: ssh's own error is shown."""
+    from ddpdemo import Cluster
+    config = tmp_path / "ssh_config"
+    config.write_text("Host *\n    BatchMode yes\n    ConnectTimeout 5\n")
+    cluster = Cluster(world_size=1, backend="gloo", engines="ssh",
+                      hosts={"127.0.0.1:1": 1},
+                      ssh_args=["-F", str(config)])
+    with pytest.raises(RuntimeError, match=r"(?s)could not start an engine"
+                       r" on 127\.0\.0\.1 over ssh.*refused"):
+        cluster.start()
+    assert cluster.state.value == "stopped" and cluster.tmpdir is None
 
 
 def test_sweep_removes_what_a_killed_run_left():
