@@ -164,9 +164,14 @@ def test_ssh_hosts_must_hold_world_size_ranks():
                                  "me@b:2222": "/tmp/ddpdemo-x-me_b_2222"}
 
 
-def test_a_host_ssh_cannot_reach_fails_at_start_and_cleans_up(tmp_path):
+def test_a_host_ssh_cannot_reach_fails_at_start_and_cleans_up(
+        tmp_path, monkeypatch):
     """Port 1 on loopback refuses at once: ssh's own error is shown."""
+    import tempfile
     from ddpdemo import Cluster
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     config = tmp_path / "ssh_config"
     config.write_text("Host *\n    BatchMode yes\n    ConnectTimeout 5\n")
     cluster = Cluster(world_size=1, backend="gloo", engines="ssh",
@@ -176,6 +181,7 @@ def test_a_host_ssh_cannot_reach_fails_at_start_and_cleans_up(tmp_path):
                        r" on 127\.0\.0\.1 over ssh.*refused"):
         cluster.start()
     assert cluster.state.value == "stopped" and cluster.tmpdir is None
+    assert list(scratch.iterdir()) == []      # its directory is gone
 
 
 def test_sweep_removes_what_a_killed_run_left():
