@@ -155,7 +155,7 @@ def test_gloo_interface_on_one_machine():
 
 
 def test_ssh_hosts_must_hold_world_size_ranks():
-    from ddpdemo.engines import SSHRanks
+    from ddpdemo.ssh import SSHRanks
     with pytest.raises(ValueError, match="hold 3 ranks, but world_size=4"):
         SSHRanks(4, "/tmp/ddpdemo-x", {"a": 2, "b": 1})
     ranks = SSHRanks(3, "/tmp/ddpdemo-x", {"a": 2, "me@b:2222": 1})
