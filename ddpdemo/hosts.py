@@ -52,6 +52,8 @@ def missing():
     except (subprocess.SubprocessError, OSError) as exc:
         return f"`ip netns add` does not work here: {exc}"
     _sh("ip", "netns", "del", probe, check=False)
+    if _sh("unshare", "--uts", "true", check=False).returncode:
+        return "`unshare --uts` does not work here (a hostname per host)"
     return None
 
 
