@@ -268,7 +268,7 @@ class Engines:
                 self._ssh.kill(self._forget(), remove=True)
             self.kill(self.pids())
             controller = getattr(self._ipp.controller, "pid", -1)
-            if (self.local or self._ssh) and controller > 0:
+            if (self.local or self._ssh is not None) and controller > 0:
                 # Nothing to save: SIGKILL, so stopping takes no grace time.
                 processes.kill_tree(controller)
             try:
@@ -321,5 +321,3 @@ class Engines:
     def activate(self, ids):
         """Register ipyparallel's %px magics on these engines."""
         self.client[ids].activate()
-
-
