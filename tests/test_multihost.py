@@ -54,9 +54,11 @@ def probe():
     mine = {local for local, _ in ends}
     links = {(local[0], remote[0]) for local, remote in ends
              if remote not in mine}
+    from ddpdemo import engine
+    store = engine._keep["client_store"]     # the group's TCPStore
     return {"sum": int(t), "host": socket.gethostname(),
             "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
-            "links": sorted(links)}
+            "store": store.host, "links": sorted(links)}
 
 
 def lonely_barrier_on_rank_3():
@@ -246,6 +248,8 @@ def test_all_reduce_sums_on_every_rank_of_both_hosts(seen):
 
 def test_gloo_and_rendezvous_use_the_link_never_loopback(seen):
     assert seen["rendezvous"] == "tcp"
+    # Rank 0 is on host a, and opened the store at its address there.
+    assert [p["store"] for p in seen["probe"]] == [hosts.ADDRESSES["a"]] * 4
     assert [p["gloo_ifname"] for p in seen["probe"]] == \
         ["veth-a", "veth-a", "veth-b", "veth-b"]
     for rank, p in enumerate(seen["probe"]):
