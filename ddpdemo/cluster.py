@@ -56,6 +56,8 @@ class Cluster:
     "auto"). timeout: default bound, in seconds, on every `run`.
     engines: ipyparallel's engine launcher ("local", "mpi", "slurm",
     "ssh", ...), or profile: the name of a running ipyparallel cluster.
+    With engines="ssh", hosts={host: ranks} places the ranks (and
+    ssh_args=[...] goes to ssh); see ddpdemo.ssh.SSHRanks.
     rendezvous: "file" (local default: a FileStore in a private temporary
     directory, no listener) or "tcp" (rank 0 opens a TCPStore on port 0).
     spares: keep world_size spare engines ready (local clusters), so a
@@ -304,15 +306,20 @@ class Cluster:
         """Send fn(*args) to every rank, wait (bounded), echo output, and
         turn failures into RankError and stuck ranks into HangError."""
         ars = self._engines.submit(self._ids, fn, *args)
-        pending, failed, dead = watch.wait(ars, timeout, self._is_alive)
+        pending, failed, dead = watch.wait(
+            ars, timeout, self._is_alive,
+            grace=max(watch.FAILURE_GRACE, self._engines.death_notice_s))
+        # A remote rank's task fails (EngineError) when its engine dies.
+        dead += [r for r in failed if not self._is_alive(r)]
+        failed = [r for r in failed if r not in dead]
         watch.echo_output(ars)
         errors = {r: watch.describe_error(ars[r]) for r in failed}
         errors.update({r: processes.describe_exit(
             self._engines.exit_code(self._pids[r])) for r in dead})
-        ledger = None
+        ledger, dumps = None, {}
         if errors or pending:   # before a restart kills the ranks
             ledger = flight.ledger(
-                self._flight, ars, pending, dead=dead,
+                self._flight, ars, pending, dead=dead, stacks=dumps,
                 ask=lambda ranks: self._engines.call_each(
                     [self._ids[r] for r in ranks], flight.record,
                     stacks=False))
@@ -323,7 +330,9 @@ class Cluster:
                 self._state = State.SUSPECT
             raise RankError(errors, blocked=pending, ledger=ledger)
         if pending:
-            stacks = {}
+            # Each stuck rank's own dump (it came with the ledger): the
+            # way for ranks on other hosts; local ones are signalled.
+            stacks = watch.parse_dumps(dumps, pending)
             if self.local and hasattr(signal, "SIGUSR1"):
                 stacks = {r: watch.dump_stack(self._pids[r], os.path.join(
                     self._tmp, f"stack-{r}.txt")) for r in pending}
@@ -342,9 +351,11 @@ class Cluster:
         return Ledger(self.world_size, dict(enumerate(records)))
 
     def _is_alive(self, rank):
-        """Remote ranks' processes cannot be seen from here: assume alive
-        and let the timeout speak."""
-        return not self.local or processes.alive(self._pids[rank])
+        """A local rank's process is looked at; a remote one is alive
+        while its engine is registered (the controller's heartbeat)."""
+        if self.local:
+            return processes.alive(self._pids[rank])
+        return self._engines.registered(self._ids[rank])
 
 
 @atexit.register

@@ -3,7 +3,10 @@ one place for the engines (ddpdemo.engine) and for torchrun scripts
 (ddpdemo.launch). Chapter 0 ("How the live cluster works") and chapter 1.
 
 Rank r of a host uses cuda:LOCAL_RANK under NCCL and the CPU under gloo,
-so one notebook or script serves both backends.
+so one notebook or script serves both backends. On one machine gloo is
+pinned to loopback; across hosts each rank picks the interface that owns
+the address it reaches rank 0 from (`gloo_interface`), so a host with
+several networks uses the one its peers can reach, and never `lo`.
 """
 import os
 import socket
@@ -21,6 +24,52 @@ def loopback_interface():
         if name.startswith("lo"):
             return name
     return "lo"
+
+
+def address_toward(host):
+    """This host's own address on the route to `host` (an IP address).
+    A UDP connect only looks the route up: no packet is sent. Toward one
+    of this host's own addresses, it is that address."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((host, 9))
+        return probe.getsockname()[0]
+
+
+def interface_of(address):
+    """Name of the interface that owns `address` on this host."""
+    import psutil
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.address == address for a in addresses):
+            return name
+    raise LookupError(f"no interface on {socket.gethostname()} has the "
+                      f"address {address}")
+
+
+def gloo_interface(master_addr):
+    """The interface gloo should bind to on this host: the one that owns
+    the address this host reaches `master_addr` from (on rank 0's own
+    host, the one that owns master_addr). For GLOO_SOCKET_IFNAME."""
+    return interface_of(address_toward(master_addr))
+
+
+def controller_address():
+    """Inside an ipyparallel engine: the controller's IP address, from
+    the url the engine registered at; None elsewhere."""
+    from ipyparallel.engine.app import IPEngine
+    if not IPEngine.initialized():
+        return None
+    url = IPEngine.instance().registration_url   # tcp://10.0.0.1:port
+    return url.split("://", 1)[-1].rsplit(":", 1)[0] or None
+
+
+def reachable_address():
+    """This rank's address for a rendezvous across hosts: the one it
+    reaches the controller from, which the other hosts reach too (they
+    all reach the controller). Falls back on the hostname's address."""
+    controller = controller_address()
+    if controller:
+        return address_toward(controller)
+    return socket.gethostbyname(socket.gethostname())
 
 
 def nccl_device(local_rank):

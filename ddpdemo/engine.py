@@ -16,7 +16,8 @@ import signal
 import socket
 import sys
 
-from .devices import current_device, gpu_count, nccl_device
+from .devices import (current_device, gloo_interface, gpu_count,
+                      nccl_device, reachable_address)
 
 # Objects that must live as long as the engine: the open stack-dump file
 # (faulthandler writes to its descriptor from a signal handler) and, on the
@@ -55,7 +56,7 @@ def open_tcp_store(world_size, master_addr, timeout_s):
     binding it. Returns (address, port) for the other ranks.
     """
     import torch.distributed as dist
-    addr = master_addr or socket.gethostbyname(socket.gethostname())
+    addr = master_addr or reachable_address()
     store = dist.TCPStore(addr, 0, world_size, is_master=True,
                           timeout=datetime.timedelta(seconds=timeout_s),
                           wait_for_workers=False)
@@ -81,6 +82,10 @@ def init_group(backend, rank, world_size, timeout_s, file_path=None,
     import torch
     import torch.distributed as dist
     timeout = datetime.timedelta(seconds=timeout_s)
+    if tcp is not None and "GLOO_SOCKET_IFNAME" not in os.environ:
+        # Across hosts: the interface this host reaches rank 0 through
+        # (local clusters pinned loopback when they launched the engine).
+        os.environ["GLOO_SOCKET_IFNAME"] = gloo_interface(tcp[0])
     if file_path is not None:
         store = dist.FileStore(file_path, world_size)
     elif rank == 0 and "store" in _keep:

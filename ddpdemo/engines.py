@@ -26,6 +26,7 @@ from ipyparallel.cluster.launcher import (LocalControllerLauncher,
                                           LocalEngineSetLauncher)
 
 from . import forkserver, processes
+from .ssh import QuickSSHEngineSetLauncher, SSHRanks
 
 FORKSERVER_VARIABLE = "DDPDEMO_FORKSERVER"   # where a launcher asks for a fork
 HEARTBEAT_MS = 250        # ipyparallel's default 3 s beat slows start-up
@@ -112,7 +113,9 @@ class Engines:
     the engine sets it launched, named `g<generation>-rank<r>`.
 
     local: engines on this machine, each launched under ddpdemo.guard
-    with its RANK in its environment from birth. Otherwise `launcher`
+    with its RANK in its environment from birth. "ssh" with `hosts`
+    in ipp_kwargs: one engine per rank too, each started by ipyparallel's
+    SSH launcher on its host (ddpdemo.ssh). Otherwise `launcher`
     is ipyparallel's engine launcher ("mpi", "slurm", ...), or `profile`
     names a running ipyparallel cluster whose engines we only use.
     """
@@ -128,6 +131,11 @@ class Engines:
         self._forkserver = None
         self._used = set()      # engine ids given to a group so far
         self.fork = fork and self.local and sys.platform == "linux"
+        self._ssh = None
+        if launcher == "ssh" and profile is None and "hosts" in ipp_kwargs:
+            self._ssh = SSHRanks(world_size, tmpdir,
+                                 self._ipp_kwargs.pop("hosts"),
+                                 self._ipp_kwargs.pop("ssh_args", ()))
 
     @property
     def can_restart(self):
@@ -151,6 +159,7 @@ class Engines:
         self._ipp = ipp.Cluster(
             profile_dir=profile_dir, delay=0, log=quiet_log(),
             engines=(RankEngineSetLauncher if self._launcher == "local"
+                     else QuickSSHEngineSetLauncher if self._ssh
                      else self._launcher),
             # ddpdemo.cluster stops it at exit, engines first and fast;
             # ipyparallel's own hook would stop the controller first,
@@ -217,6 +226,9 @@ class Engines:
         if self._forkserver_ready():
             base[FORKSERVER_VARIABLE] = self._forkserver_path
         args = dict(engine_args=["--IPEngine.enable_nanny=False"])
+        if self._ssh is not None:
+            self._ssh.launch(self._ipp, generation, base, args)
+            return
         if not self.local:
             # No guard: this kernel's pid means nothing on another host;
             # remote engines end when the controller's heartbeat stops.
@@ -248,6 +260,12 @@ class Engines:
                 for set_id, es in self._sets(generation).items()
                 for el in list(getattr(es, "launchers", {}).values())]
 
+    def _forget(self, generation=None):
+        """Take a generation's engine sets (or all) out of ipyparallel's
+        cluster, so its stop leaves them to us: {set id: engine set}."""
+        return {set_id: self._ipp.engines.pop(set_id)
+                for set_id in self._sets(generation)}
+
     def pids(self, generation=None):
         """Process ids of the local engines launched, in launch order."""
         return [el.pid for _, el in self._launchers(generation)
@@ -272,6 +290,8 @@ class Engines:
         ipyparallel's own `stop_data` is filled only by a loop callback
         that may never run, so this reads what RankEngineLauncher
         recorded."""
+        if not self.local:      # a remote pid: not ours to read
+            return None
         launchers = [el for _, el in self._launchers()
                      if getattr(el, "pid", None) == pid]
         deadline = time.monotonic() + wait
@@ -282,11 +302,26 @@ class Engines:
             time.sleep(0.01)
         return None
 
+    @property
+    def death_notice_s(self):
+        """How long after an engine dies `registered` may still say yes:
+        0 for local engines (their pids are looked at instead); otherwise
+        the controller's heartbeat, which gives up after 10 missed beats
+        (HeartMonitor.max_heartmonitor_misses), and a beat to spare."""
+        return 0.0 if self.local else 12 * HEARTBEAT_MS / 1000
+
+    def registered(self, engine_id):
+        """Whether the controller still counts this engine as alive."""
+        return engine_id in self.client.ids
+
     def kill(self, pids, generation=None):
         """SIGKILL: a rank stuck in a gloo wait ignores SIGINT and SIGTERM.
         Remote engines' pids belong to other hosts: ask their launcher."""
         if self.local:
             processes.kill(pids)
+            return
+        if self._ssh is not None:
+            self._ssh.kill(self._forget(generation))
             return
         for es in self._sets(generation).values():
             try:
@@ -308,9 +343,11 @@ class Engines:
             except Exception:
                 pass
         if self._ipp is not None:
+            if self._ssh is not None:
+                self._ssh.kill(self._forget(), remove=True)
             self.kill(self.pids())
             controller = getattr(self._ipp.controller, "pid", -1)
-            if self.local and controller > 0:
+            if (self.local or self._ssh is not None) and controller > 0:
                 # Nothing to save: SIGKILL, so stopping takes no grace time.
                 processes.kill_tree(controller)
             try:

@@ -18,10 +18,17 @@ Ranks that are not stuck are simply asked through ipyparallel. The dump
 from that thread leaves out stack frames: gathering them waits for the
 GIL-free main thread in torch 2.13 (measured: the dump returned only when
 the stuck collective did).
+
+The same answer carries the rank's Python stack: faulthandler's dump of
+every thread, taken by that thread (the stuck main thread holds no GIL).
+That is how a rank on another host, whose pid means nothing here, says
+where it is blocked (`stacks=` of `collect`).
 """
 import datetime
+import faulthandler
 import os
 import pickle
+import tempfile
 import threading
 import time
 
@@ -104,6 +111,7 @@ def arm(rank, spec):
                 answer = record(stacks=False)
             except Exception as exc:   # say why, rather than stay silent
                 answer = {"rank": rank, "error": repr(exc)}
+            answer["stack"] = thread_dump()
             publish_data({answer_key(n): answer})
             n += 1
 
@@ -111,16 +119,27 @@ def arm(rank, spec):
     return True
 
 
+def thread_dump():
+    """faulthandler's dump of this process's threads, as text: what a
+    SIGUSR1 dump holds, taken without a signal or a file left behind."""
+    with tempfile.TemporaryFile("w+") as f:
+        faulthandler.dump_traceback(f, all_threads=True)
+        f.seek(0)
+        return f.read()
+
+
 def answer_key(n):
     return f"ddpdemo_flight_{n}"
 
 
-def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT):
+def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT,
+            stacks=None):
     """From the notebook, when a run went wrong: every live rank's record,
     {rank: record or None (no answer in time)}. `ars`: the run's
     AsyncResults by rank; `pending`: the ranks still running it, asked
     through the store and answering on their task's data channel; the
-    other live ranks are idle and asked directly, by `ask(ranks)`."""
+    other live ranks are idle and asked directly, by `ask(ranks)`.
+    `stacks`: a dict that gets each pending rank's thread dump (text)."""
     idle = [r for r in range(len(ars)) if r not in pending and r not in dead]
     records = dict(zip(idle, ask(idle))) if idle else {}
     if pending:
@@ -131,18 +150,26 @@ def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT):
         while (any(key not in ars[r].data for r in pending)
                and time.monotonic() < deadline):
             time.sleep(0.01)
-        records.update({r: ars[r].data.get(key) for r in pending})
+        answers = {r: dict(ars[r].data.get(key) or {}) for r in pending}
+        if stacks is not None:
+            stacks.update({r: a["stack"] for r, a in answers.items()
+                           if a.get("stack")})
+        for answer in answers.values():
+            answer.pop("stack", None)
+        records.update(answers)
     return {r: rec if rec and "error" not in rec else None
             for r, rec in records.items()}
 
 
-def ledger(spec, ars, pending, ask, dead=()):
-    """The Ledger of a run that went wrong (see `collect`); None if the
-    ranks cannot be reached (the error is then shown without one)."""
+def ledger(spec, ars, pending, ask, dead=(), stacks=None):
+    """The Ledger of a run that went wrong (see `collect`, which fills
+    `stacks`); None if the ranks cannot be reached (the error is then
+    shown without one)."""
     if spec is None:
         return None
     try:
-        return Ledger(len(ars), collect(spec, ars, pending, ask, dead), dead)
+        return Ledger(len(ars), collect(spec, ars, pending, ask, dead,
+                                        stacks=stacks), dead)
     except Exception:
         return None
 

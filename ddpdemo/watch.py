@@ -14,9 +14,11 @@ FAILURE_GRACE = 1.0   # s; after one rank fails, how long the rest get
 POLL = 0.01           # s; how often a wait looks at the ranks
 
 
-def wait(ars, timeout, is_alive):
+def wait(ars, timeout, is_alive, grace=FAILURE_GRACE):
     """Wait on one AsyncResult per rank until all are done, `timeout`
-    passes, or a rank failed or died and the rest had FAILURE_GRACE.
+    passes, or a rank failed or died and the rest had `grace` seconds
+    (longer for remote ranks, whose death is noticed by a heartbeat,
+    while their peers' collectives fail at once).
 
     is_alive(rank) says whether a rank's process still runs. Returns the
     lists (pending, failed, dead) of ranks.
@@ -35,7 +37,7 @@ def wait(ars, timeout, is_alive):
         if (failed or dead) and first_failure is None:
             first_failure = now
         if now > deadline or (first_failure is not None
-                              and now - first_failure > FAILURE_GRACE):
+                              and now - first_failure > grace):
             return pending, failed, dead
         time.sleep(POLL)
 
@@ -65,6 +67,14 @@ def describe_error(ar):
         value = str(getattr(exc, "evalue", exc)).strip().splitlines()
         return f"{name}: {value[0] if value else ''}"[:300]
     return "no error"
+
+
+def parse_dumps(dumps, ranks):
+    """{rank: frames} from thread dumps the ranks sent themselves
+    (ddpdemo.flight), for ranks with no local pid to signal: on another
+    host. None where no dump came."""
+    return {r: parse_stack(dumps[r]) if dumps.get(r) else None
+            for r in ranks}
 
 
 def dump_stack(pid, path, wait=5.0):

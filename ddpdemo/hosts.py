@@ -1,0 +1,255 @@
+"""Two hosts on one Linux machine, to test ddpdemo past one machine
+(README, "Past one machine"; tests/test_multihost.py).
+
+Each host is a network namespace with a hostname of its own (a UTS
+namespace) and its own sshd; a veth pair joins them, with one /30 on that
+link and nothing else, so their traffic never reaches this machine's
+interfaces. They share this machine's files, as hosts with an NFS home
+share a virtualenv; processes still reach the other host only by ssh.
+
+    hosts = TwoHosts().start()      # needs root, `ip netns`, sshd
+    try:
+        hosts.popen("a", [sys.executable, "script.py"])  # runs on host a
+    finally:
+        hosts.close()               # every process, namespace and key
+
+`missing()` says why two hosts cannot be made here (no root, ...), and
+`sweep()` removes what a run that was killed outright left behind.
+"""
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import psutil
+
+PREFIX = "ddpdemo-mh"          # namespaces and directories we own
+# A private /30 inside our own namespaces: it exists nowhere else, so it
+# cannot collide with this machine's networks (start() checks anyway).
+ADDRESSES = {"a": "10.213.77.1", "b": "10.213.77.2"}
+PREFIXLEN = 30
+SSH_PORT = 2222   # inside our namespaces only, where every port is free
+SSHD = "/usr/sbin/sshd"
+START_TIMEOUT = 20.0    # s; sshd answers in well under a second
+STEP_TIMEOUT = 10.0     # s; one `ip` or ssh-keygen command
+
+
+def missing():
+    """Why two hosts cannot be made here, or None if they can."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    for tool in ("ip", "unshare", "ssh", "scp", "ssh-keygen"):
+        if shutil.which(tool) is None:
+            return f"needs `{tool}`"
+    if not os.path.exists(SSHD):
+        return "needs Debian's openssh-server (apt-get install openssh-server)"
+    probe = f"{PREFIX}-probe-{os.getpid()}"
+    try:
+        _sh("ip", "netns", "add", probe)
+    except (subprocess.SubprocessError, OSError) as exc:
+        return f"`ip netns add` does not work here: {exc}"
+    _sh("ip", "netns", "del", probe, check=False)
+    if _sh("unshare", "--uts", "true", check=False).returncode:
+        return "`unshare --uts` does not work here (a hostname per host)"
+    return None
+
+
+def _sh(*cmd, check=True, input=None):
+    return subprocess.run(cmd, check=check, capture_output=True, text=True,
+                          input=input, timeout=STEP_TIMEOUT)
+
+
+def namespace_pids(name):
+    """Pids of the processes in network namespace `name`."""
+    try:
+        inode = os.stat(f"/run/netns/{name}").st_ino
+    except FileNotFoundError:
+        return []
+    pids = []
+    for pid in psutil.pids():
+        try:
+            if os.stat(f"/proc/{pid}/ns/net").st_ino == inode:
+                pids.append(pid)
+        except OSError:
+            pass
+    return pids
+
+
+def _kill_namespace(name):
+    """SIGKILL everything in a namespace (bounded), then delete it."""
+    deadline = time.monotonic() + STEP_TIMEOUT
+    while time.monotonic() < deadline:
+        pids = [p for p in namespace_pids(name) if p != os.getpid()]
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        psutil.wait_procs([psutil.Process(p) for p in pids
+                           if psutil.pid_exists(p)], timeout=1)
+    _sh("ip", "netns", "del", name, check=False)
+
+
+def sweep():
+    """Remove namespaces and directories left by runs whose process is
+    gone (a test killed before its cleanup ran)."""
+    listed = _sh("ip", "netns", "list", check=False).stdout.split()
+    for name in listed:
+        if name.startswith(PREFIX + "-"):
+            owner = name.split("-")[2]
+            if owner.isdigit() and not psutil.pid_exists(int(owner)):
+                _kill_namespace(name)
+    for path in glob.glob(os.path.join(tempfile.gettempdir(),
+                                       PREFIX + "-*")):
+        owner = os.path.basename(path).split("-")[2]
+        if owner.isdigit() and not psutil.pid_exists(int(owner)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+class TwoHosts:
+    """Hosts "a" and "b" (hostnames hosta, hostb): namespaces, a veth
+    link, an sshd on each, and an ssh config (`ssh_config`) that reaches
+    both with a key made for this run."""
+
+    def __init__(self):
+        tag = f"{PREFIX}-{os.getpid()}-{os.urandom(3).hex()}"
+        self.namespaces = {h: f"{tag}-{h}" for h in ADDRESSES}
+        self.interfaces = {h: f"veth-{h}" for h in ADDRESSES}
+        self.hostnames = {h: f"host{h}" for h in ADDRESSES}
+        self.tmp = tempfile.mkdtemp(prefix=tag + "-")
+        self.ssh_config = os.path.join(self.tmp, "ssh_config")
+        self._sshd = {}
+
+    def start(self):
+        try:
+            self._check_subnet()
+            self._link()
+            self._keys()
+            for host in ADDRESSES:
+                self._start_sshd(host)
+            for host in ADDRESSES:
+                self._wait_for_ssh(host)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _check_subnet(self):
+        """Our /30 must not be a network this machine already uses, or
+        its addresses would be ambiguous to a reader's eye (the
+        namespaces themselves could not collide)."""
+        net = ADDRESSES["a"].rsplit(".", 1)[0] + "."
+        used = _sh("ip", "-4", "addr", check=False).stdout
+        if net in used:
+            raise RuntimeError(f"{net}0/24 is in use on this machine")
+
+    def _link(self):
+        a, b = self.namespaces["a"], self.namespaces["b"]
+        for ns in (a, b):
+            _sh("ip", "netns", "add", ns)
+        # Both ends are made inside the namespaces: no name, however
+        # briefly, in this machine's own namespace.
+        _sh("ip", "link", "add", "name", self.interfaces["a"], "netns", a,
+            "type", "veth", "peer", "name", self.interfaces["b"],
+            "netns", b)
+        for host, ns in self.namespaces.items():
+            ip = ("ip", "netns", "exec", ns, "ip")
+            _sh(*ip, "addr", "add", f"{ADDRESSES[host]}/{PREFIXLEN}",
+                "dev", self.interfaces[host])
+            _sh(*ip, "link", "set", self.interfaces[host], "up")
+            _sh(*ip, "link", "set", "lo", "up")
+
+    def _keys(self):
+        """A client key and a host key for this run; a known_hosts entry
+        so ssh checks the hosts instead of trusting them blindly."""
+        key, host_key = (os.path.join(self.tmp, n) for n in ("id", "host"))
+        for path in (key, host_key):
+            _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", path)
+        shutil.copy(key + ".pub", os.path.join(self.tmp, "authorized_keys"))
+        with open(host_key + ".pub") as f:
+            host_pub = " ".join(f.read().split()[:2])
+        with open(os.path.join(self.tmp, "known_hosts"), "w") as f:
+            f.write(f"ddpdemo-test-hosts {host_pub}\n")
+        lines = []
+        for host, address in ADDRESSES.items():
+            lines += [f"Host {self.hostnames[host]}",
+                      f"    HostName {address}"]
+        lines += ["Host *", f"    Port {SSH_PORT}", "    User root",
+                  f"    IdentityFile {key}", "    IdentitiesOnly yes",
+                  "    HostKeyAlias ddpdemo-test-hosts",
+                  f"    UserKnownHostsFile {self.tmp}/known_hosts",
+                  "    StrictHostKeyChecking yes", "    BatchMode yes",
+                  "    ConnectTimeout 5", "    LogLevel ERROR"]
+        with open(self.ssh_config, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        # Debian's sshd needs its privilege-separation directory, which
+        # its service would make at boot.
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+
+    def _start_sshd(self, host):
+        config = os.path.join(self.tmp, f"sshd_config_{host}")
+        with open(config, "w") as f:
+            f.write("\n".join([
+                f"ListenAddress {ADDRESSES[host]}:{SSH_PORT}",
+                f"HostKey {self.tmp}/host",
+                f"AuthorizedKeysFile {self.tmp}/authorized_keys",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+                "UsePAM no", "StrictModes no", "PrintMotd no",
+                f"PidFile {self.tmp}/sshd_{host}.pid",
+                "Subsystem sftp internal-sftp", ""]))
+        self._sshd[host] = self.popen(
+            host, [SSHD, "-D", "-e", "-f", config],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def popen(self, host, cmd, **kwargs):
+        """Start `cmd` on `host`: in its namespace, under its hostname."""
+        script = 'hostname "$0" && exec "$@"'
+        return subprocess.Popen(
+            ["ip", "netns", "exec", self.namespaces[host], "unshare",
+             "--uts", "sh", "-c", script, self.hostnames[host], *cmd],
+            **kwargs)
+
+    def ssh_command(self, host):
+        """The ssh command line that reaches `host` (from the other one)."""
+        return ["ssh", "-F", self.ssh_config, self.hostnames[host]]
+
+    def _wait_for_ssh(self, host):
+        """Until sshd on `host` answers from the other host (bounded)."""
+        other = "b" if host == "a" else "a"
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            done = subprocess.run(
+                ["ip", "netns", "exec", self.namespaces[other],
+                 *self.ssh_command(host), "hostname"],
+                capture_output=True, text=True, timeout=START_TIMEOUT)
+            if done.stdout.strip() == self.hostnames[host]:
+                return
+            if self._sshd[host].poll() is not None:
+                raise RuntimeError(f"sshd on host {host} exited "
+                                   f"({self._sshd[host].returncode})")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"sshd on host {host} did not answer: "
+                                   f"{done.stderr.strip()}")
+            time.sleep(0.05)
+
+    def sshd_pids(self):
+        """Pids of the listening sshd of each host."""
+        return {h: p.pid for h, p in self._sshd.items()}
+
+    def close(self):
+        """Kill every process in both namespaces, delete them, and remove
+        the keys and configs. Safe to call twice, and after a failure."""
+        for ns in self.namespaces.values():
+            _kill_namespace(ns)
+        for p in self._sshd.values():
+            try:
+                p.wait(timeout=STEP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
