@@ -32,7 +32,7 @@
       e.setAttribute("data-say", text);
       hook(e);
     },
-    fmt: function (v) { return v.toFixed(v < 0.1 ? 3 : 2); }
+    fmt: function (v) { return v.toFixed(v < 1 ? 3 : 2); }
   };
   function hook(e) {
     function on() {
@@ -90,6 +90,9 @@
     }
     boxes.push(row);
   }
+  f.el("text", {x: cx, y: 362, "text-anchor": "middle", "font-size": 11,
+    fill: "#444"}, null, "outlined: the chunk a rank sends; bold: the " +
+    "chunk it just received; filled: holds the final sum");
   function show(s) {
     for (var r = 0; r < n; r++) {
       var sent = d.sent[s][r], got = d.received[s][r];
@@ -168,9 +171,21 @@
       stroke: "#000", "stroke-width": 1.5});
     if (m[2]) f.el("text", {x: x(at) + 3, y: y + 9, "font-size": 10},
       null, m[2]);
-    var hit = f.el("rect", {x: x(at) - 4, y: y + 2, width: 8, height: H - 4,
-      fill: "transparent", stroke: "none"});
+    // Above the bars, over the mark's label: a short bar next to the
+    // mark stays reachable by the mouse.
+    var hit = f.el("rect", {x: x(at) - 4, y: y, width: 8 + 6 *
+      m[2].length, height: 11, fill: "transparent", stroke: "none"});
     f.describe(hit, m[1] + " at " + f.fmt(at) + " " + d.unit);
   });
-  f.svg.setAttribute("viewBox", "0 0 " + W + " " + (y0 + 42));
+  var lx = left;                        // legend: what each fill means
+  (d.legend || []).forEach(function (label, i) {
+    f.el("rect", {x: lx, y: y0 + 44, width: 14, height: 10, fill: "#999",
+      "fill-opacity": i ? 0.35 : 0.85, stroke: "#000", "stroke-width": 0.5,
+      "stroke-dasharray": i ? "3 2" : "none"});
+    var e = f.el("text", {x: lx + 18, y: y0 + 53, "font-size": 11}, null,
+      label);
+    lx += 40 + e.getComputedTextLength();
+  });
+  f.svg.setAttribute("viewBox", "0 0 " + W + " " + (y0 + (d.legend ?
+    60 : 42)));
 })

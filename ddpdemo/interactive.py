@@ -83,7 +83,10 @@ class Interactive:
             f'<div class="ddp-fig" id="{self.id}">'
             f"<style>{_CSS}</style>"
             f'<p class="ddp-title"><strong>{html.escape(title)}</strong></p>'
-            + (f'<svg role="img" aria-label="{html.escape(title)}" '
+            # role img hides an svg's children from screen readers: only
+            # where none of them is focusable
+            + (f'<svg role="{"img" if kind == "ring" else "group"}" '
+               f'aria-label="{html.escape(title)}" '
                f'viewBox="0 0 560 370"></svg>' if kind != "ledger" else "")
             + body + controls
             + f'<div class="ddp-live" aria-live="polite">'
@@ -119,12 +122,12 @@ def ring(stats, title="ring all-reduce, step by step"):
     for s, label in enumerate(labels):
         held = {r: [c for c in range(n) if values[s][r][c] == final[c]]
                 for r in range(n)}
-        done = ("finished chunks (the final sum): " + ", ".join(
+        done = ("chunks that hold the final sum: " + ", ".join(
             f"rank {r} {cs}" for r, cs in held.items() if cs)
             if any(held.values()) else "no chunk holds the final sum yet")
         if s == 0:
-            descriptions.append(f"start: rank r holds its own values in "
-                                f"all {n} chunks; {done}.")
+            descriptions.append(f"start: each rank holds only its own "
+                                f"values, in all {n} chunks; {done}.")
             continue
         verb = "adds it into" if label.startswith("reduce") else "copies it to"
         moves = "; ".join(
@@ -133,7 +136,7 @@ def ring(stats, title="ring all-reduce, step by step"):
             f"{(r + 1) % n}, which {verb} its chunk {sent[s][r]}"
             for r in range(n))
         descriptions.append(f"{label} (step {s} of {len(labels) - 1}): "
-                            f"{moves}. Now {done[0].upper() + done[1:]}.")
+                            f"{moves}. After it, {done}.")
     data = dict(n=n, labels=labels, values=values,
                 text=[[[number(v) for v in row] for row in step]
                       for step in values],
@@ -146,9 +149,10 @@ def ring(stats, title="ring all-reduce, step by step"):
         '"false">Play</button><input type="range" min="0" max='
         f'"{last}" value="0" step="1" aria-label="step of the ring">'
         f'<span class="ddp-step">{labels[0]}</span></div>')
-    text = (f"{title}: {n} ranks, {last} steps (start + {last // 2} "
-            f"reduce-scatter + {last // 2} all-gather); a slider and a play "
-            f"button step through them.\n" + "\n".join(descriptions))
+    text = (f"{title}: {n} ranks, the start and {last} steps "
+            f"({last // 2} reduce-scatter, {last // 2} all-gather); a slider "
+            f"and a play button step through them.\n"
+            + "\n".join(descriptions))
     return Interactive("ring", title, data, text, controls=controls,
                        initial=descriptions[0])
 
@@ -172,6 +176,7 @@ def timeline(spans, title="", marks=(), unit="s"):
     data = dict(
         rows=[[f"rank {r}", rank_color(r)] for r in ranks], unit=unit,
         axis=f"{'milli' if unit == 'ms' else ''}seconds",
+        legend=labels,
         spans=[[row[r], 0, 1, labels.index(lab), f"rank {r}, {lab}"]
                for r, lab, _, _ in spans],
         marks=[[row[r], f"rank {r}, {lab}", lab] for r, lab, _ in marks])
@@ -214,6 +219,7 @@ def overlap(records, title="Backward and the buckets' all_reduce"):
         timings += [(t - rec["backward"][0]) * 1000
                     for t in rec["grads"].values()]
     data = dict(rows=rows, unit="ms", spans=spans, marks=marks,
+                legend=["a bucket's all_reduce", "computing gradients"],
                 axis="milliseconds since this rank's backward started")
     return Interactive("timeline", title, data, "\n".join(text),
                        timings=timings,

@@ -73,7 +73,7 @@ def test_ring_is_deterministic_and_embeds_its_data():
     assert data["final"] == [1111] * 4
     assert "rank 0 sends chunk 0 (1) to rank 1" in data["descriptions"][1]
     assert 'type="range" min="0" max="6"' in a.html
-    assert "start + 3 reduce-scatter + 3 all-gather" in repr(a)
+    assert "the start and 6 steps (3 reduce-scatter, 3 all-gather)" in repr(a)
 
 
 def test_ring_differs_for_different_data():

@@ -401,7 +401,7 @@ def test_ring_figure_steps_with_slider_and_play(visit):
     for step in range(int(slider.get_attribute("max")) + 1):
         slider.fill(str(step))
         label = fig.locator(".ddp-step").inner_text()
-        values = [int(v) for v in boxes.all_inner_texts()]
+        values = [int(v) for v in boxes.all_text_contents()]
         # The boxes show what the ranks recorded, step by step.
         assert [values[r * n:(r + 1) * n] for r in range(n)] == \
             stored[label], label
