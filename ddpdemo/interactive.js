@@ -165,6 +165,7 @@
     f.describe(e, s[4] + ": from " + f.fmt(a) + " to " + f.fmt(b) + " " +
       d.unit + " (took " + f.fmt(b - a) + " " + d.unit + ")");
   });
+  var used = {};                        // row -> right end of each level
   d.marks.forEach(function (m) {        // row, text, label drawn
     var at = t[j++], y = top + m[0] * H;
     f.el("line", {x1: x(at), x2: x(at), y1: y + 3, y2: y + H - 3,
@@ -172,9 +173,14 @@
     if (m[2]) f.el("text", {x: x(at) + 3, y: y + 9, "font-size": 10},
       null, m[2]);
     // Above the bars, over the mark's label: a short bar next to the
-    // mark stays reachable by the mouse.
-    var hit = f.el("rect", {x: x(at) - 4, y: y, width: 8 + 6 *
-      m[2].length, height: 11, fill: "transparent", stroke: "none"});
+    // mark stays reachable by the mouse. Marks closer than their width
+    // (two gradients ready at once) take the next of three levels.
+    var w = 8 + 6 * m[2].length, ends = used[m[0]] = used[m[0]] || [];
+    var level = 0;
+    while (level < 2 && ends[level] > x(at) - 4) level++;
+    ends[level] = x(at) - 4 + w;
+    var hit = f.el("rect", {x: x(at) - 4, y: y + 11 * level, width: w,
+      height: 11, fill: "transparent", stroke: "none"});
     f.describe(hit, m[1] + " at " + f.fmt(at) + " " + d.unit);
   });
   var lx = left;                        // legend: what each fill means

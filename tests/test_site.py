@@ -424,25 +424,34 @@ def test_ring_figure_steps_with_slider_and_play(visit):
     assert visit.problems == [], "\n".join(visit.problems)
 
 
+TOPMOST = """e => { const r = e.getBoundingClientRect();
+    return document.elementFromPoint(r.x + r.width / 2,
+                                     r.y + r.height / 2) === e; }"""
+
+
 def _read_marks(page, fig, expected):
-    """Hover, then focus, every mark of a figure: each must say its line,
-    and a focused mark must look focused. Returns the lines read."""
+    """Focus every mark of a figure, and hover every one the mouse can
+    reach (not under another: gradients ready in the same microsecond
+    are): each must say its line, and a focused mark must look focused.
+    Returns the lines read."""
     live = fig.locator("[aria-live]")
     marks = fig.locator("[tabindex]")
     assert marks.count() >= expected
-    read = []
+    read, hovered = [], 0
     for i in range(marks.count()):
-        marks.nth(i).scroll_into_view_if_needed()
-        marks.nth(i).hover()
+        mark = marks.nth(i)
+        mark.scroll_into_view_if_needed()
+        mark.focus()
         read.append(live.inner_text())
-        page.mouse.move(0, 0)
-        marks.nth(i).focus()
-        assert live.inner_text() == read[-1] == marks.nth(i).get_attribute(
-            "aria-label" if marks.nth(i).get_attribute("aria-label")
-            else "data-say")
-        style = marks.nth(i).evaluate(
-            "e => getComputedStyle(e).outlineStyle")
+        assert read[-1] == mark.get_attribute("data-say")
+        style = mark.evaluate("e => getComputedStyle(e).outlineStyle")
         assert style != "none", read[-1]
+        if mark.evaluate(TOPMOST):
+            page.mouse.move(0, 0)
+            mark.hover()
+            assert live.inner_text() == read[-1]
+            hovered += 1
+    assert hovered >= 0.9 * marks.count(), (hovered, marks.count())
     return read
 
 
