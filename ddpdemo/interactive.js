@@ -169,18 +169,18 @@
   d.marks.forEach(function (m) {        // row, text, label drawn
     var at = t[j++], y = top + m[0] * H;
     f.el("line", {x1: x(at), x2: x(at), y1: y + 3, y2: y + H - 3,
-      stroke: "#000", "stroke-width": 1.5});
-    if (m[2]) f.el("text", {x: x(at) + 3, y: y + 9, "font-size": 10},
-      null, m[2]);
-    // Above the bars, over the mark's label: a short bar next to the
-    // mark stays reachable by the mouse. Marks closer than their width
-    // (two gradients ready at once) take the next of three levels.
+      stroke: "#000", "stroke-width": 1.5, "pointer-events": "none"});
+    if (m[2]) f.el("text", {x: x(at) + 3, y: y + 9, "font-size": 10,
+      "pointer-events": "none"}, null, m[2]);
+    // In the row's top strip, over the mark's label, clear of the bars'
+    // middle: a short bar next to the mark stays reachable by the mouse.
+    // Marks closer than their width (a weight's and a bias's gradient
+    // ready at once) take the second of two levels.
     var w = 8 + 6 * m[2].length, ends = used[m[0]] = used[m[0]] || [];
-    var level = 0;
-    while (level < 2 && ends[level] > x(at) - 4) level++;
+    var level = ends[0] > x(at) - 4 ? 1 : 0;
     ends[level] = x(at) - 4 + w;
-    var hit = f.el("rect", {x: x(at) - 4, y: y + 11 * level, width: w,
-      height: 11, fill: "transparent", stroke: "none"});
+    var hit = f.el("rect", {x: x(at) - 4, y: y - 3 + 8 * level, width: w,
+      height: 8, fill: "transparent", stroke: "none"});
     f.describe(hit, m[1] + " at " + f.fmt(at) + " " + d.unit);
   });
   var lx = left;                        // legend: what each fill means
