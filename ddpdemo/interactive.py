@@ -57,9 +57,11 @@ def _section(name):
 
 
 def _json(value):
-    """JSON safe inside <script>: no `</` can close the element early."""
+    """JSON safe inside <script>: no `</script>` or `<!--` can end or
+    upset the element; JSON.parse reads the escapes back."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c")
+            .replace(">", "\\u003e"))
 
 
 class Interactive:
