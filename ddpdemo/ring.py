@@ -117,7 +117,8 @@ def plot_ring_steps(stats, title="ring all-reduce, step by step"):
     of every rank (rank order, snapshots kept). Each box shows the first
     value the rank holds in that chunk; the chunk it sent in that step is
     outlined, and boxes holding the final sum are filled. Returns the
-    figure.
+    figure. `ddpdemo.interactive.ring` steps through the same stats in
+    the browser.
     """
     # Imported here: the ranks of a torchrun script use the ring, not
     # matplotlib.

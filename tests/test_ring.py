@@ -139,3 +139,21 @@ def test_single_rank_group_sends_nothing_and_keeps_the_tensor(cluster):
     assert torch.equal(ring, rank_input(2, (5,), torch.int64, 4))
     assert stats.steps == [] and stats.bytes_sent == 0
     assert RingStats().bytes_sent == 0
+
+
+def ring_of_powers():
+    import torch.distributed as dist
+    from ddpdemo.ring import RingStats, ring_all_reduce
+    stats = RingStats(keep_snapshots=True)
+    ring_all_reduce(torch.full((4,), 10 ** dist.get_rank()), stats=stats)
+    return stats
+
+
+def test_interactive_ring_from_a_live_ring_equals_the_reference(cluster):
+    """Chapter 1's interactive ring, from a real gloo ring, shows what a
+    single-process replay of the algorithm (test_interactive) predicts."""
+    from ddpdemo.interactive import ring
+    from test_interactive import fake_ring
+    live = ring(cluster.run(ring_of_powers))
+    assert live.data == ring(fake_ring()).data
+    assert live.html == ring(fake_ring()).html

@@ -324,3 +324,179 @@ def test_notebook_pages_offer_download_launch_and_copy(visit, site):
         blocks = page.locator("div.highlight").count()
         assert blocks and page.locator("button.copybtn").count() == blocks
     assert visit.problems == [], "\n".join(visit.problems)
+
+
+# -- interactive figures (issue 17) ----------------------------------------
+# ddpdemo.interactive draws them with a few KB of inline JavaScript: no
+# library, nothing fetched. These tests drive them, and hold every page to
+# the page-weight budget.
+FIGURE = ".ddp-fig"
+BUDGET = 1_000_000            # bytes the interactive figures may add a page
+# The heaviest page without them, measured before they existed: 4.0 MB
+# (1.5 MB of it the theme's icon script), with room for prose to grow.
+PAGE_CEILING = 4_300_000
+RESOURCE_BYTES = """() => performance.getEntries()
+    .filter(e => e.entryType === "navigation" || e.entryType === "resource")
+    .reduce((n, e) => n + e.decodedBodySize, 0)"""
+
+
+def page_weight(browser, base, path):
+    """(raw bytes the browser loads for a page, bytes of its interactive
+    figures): the HTML and every resource it fetches, decoded sizes from
+    the Resource Timing API, in a fresh context so nothing is cached;
+    the figures' share is their inline HTML, scripts and data included."""
+    visit = Visit(browser, base)
+    try:
+        page = visit.open(path)
+        page.mouse.wheel(0, 100_000)        # lazy content at the bottom
+        page.wait_for_load_state("networkidle")
+        figures = page.evaluate(
+            f"() => [...document.querySelectorAll('{FIGURE}')]"
+            ".reduce((n, e) => n + new Blob([e.outerHTML]).size, 0)")
+        assert visit.problems == [], "\n".join(visit.problems)
+        return page.evaluate(RESOURCE_BYTES), figures
+    finally:
+        visit.close()
+
+
+def test_page_weight_budget(browser, site):
+    base, html = site
+    table = {path: page_weight(browser, base, path)
+             for path in built_pages(html)}
+    print("\n".join(f"{w:>9} {f:>7}  {p}" for p, (w, f) in table.items()))
+    with_figures = {p for p, (_, f) in table.items() if f}
+    assert {"book/01_all_reduce.html", "book/03_barrier.html"} <= \
+        with_figures
+    for path, (weight, figures) in table.items():
+        assert figures <= BUDGET, (path, figures)
+        assert weight - figures <= PAGE_CEILING, (path, weight, figures)
+
+
+def _stored_ring_steps():
+    """What chapter 1's ring cell printed: {step label: values by rank}."""
+    import json
+    nb = json.loads((ROOT / "book" / "01_all_reduce.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if c.get("id") == "dc8f98c7")
+    text = "".join("".join(o.get("text", "")) for o in cell["outputs"])
+    steps = {}
+    for line in text.splitlines():
+        label, _, rest = line.partition("[")
+        steps[label.strip()] = [[int(v) for v in chunk.split(",")]
+                                for chunk in re.findall(r"\[([^\]]*)\]",
+                                                        "[" + rest)]
+    return steps
+
+
+def test_ring_figure_steps_with_slider_and_play(visit):
+    page = visit.open("book/01_all_reduce.html")
+    fig = page.locator(FIGURE).filter(has=page.locator("input[type=range]"))
+    assert fig.count() == 1
+    slider, live = fig.locator("input[type=range]"), fig.locator("[aria-live]")
+    slider.scroll_into_view_if_needed()
+    boxes = fig.locator("svg g text")
+    stored = _stored_ring_steps()
+    n = len(stored["start"])
+    assert boxes.count() == n * n
+    shown = []
+    for step in range(int(slider.get_attribute("max")) + 1):
+        slider.fill(str(step))
+        label = fig.locator(".ddp-step").inner_text()
+        values = [int(v) for v in boxes.all_text_contents()]
+        # The boxes show what the ranks recorded, step by step.
+        assert [values[r * n:(r + 1) * n] for r in range(n)] == \
+            stored[label], label
+        assert live.inner_text().startswith(label)
+        shown.append(live.inner_text())
+    assert len(set(shown)) == len(shown) == 2 * (n - 1) + 1
+    # The keyboard moves the native slider; Play walks the steps itself.
+    slider.fill("0")
+    slider.focus()
+    page.keyboard.press("ArrowRight")
+    assert slider.input_value() == "1" and "reduce-scatter 1" in \
+        live.inner_text()
+    play = fig.locator("button")
+    play.click()
+    assert play.get_attribute("aria-pressed") == "true"
+    page.wait_for_function("s => +s.value >= 3", arg=slider.element_handle())
+    play.press("Enter")                                    # pause
+    assert play.get_attribute("aria-pressed") == "false"
+    assert fig.locator("svg").get_attribute("role") == "img"
+    assert visit.problems == [], "\n".join(visit.problems)
+
+
+TOPMOST = """e => { const r = e.getBoundingClientRect();
+    return document.elementFromPoint(r.x + r.width / 2,
+                                     r.y + r.height / 2) === e; }"""
+
+
+def _read_marks(page, fig, expected):
+    """Focus every mark of a figure, and hover every one the mouse can
+    reach (not under another: gradients ready in the same microsecond
+    are): each must say its line, and a focused mark must look focused.
+    Returns the lines read."""
+    live = fig.locator("[aria-live]")
+    marks = fig.locator("[tabindex]")
+    assert marks.count() >= expected
+    read, hovered = [], 0
+    for i in range(marks.count()):
+        mark = marks.nth(i)
+        mark.scroll_into_view_if_needed()
+        mark.focus()
+        read.append(live.inner_text())
+        assert read[-1] == mark.get_attribute("data-say")
+        style = mark.evaluate("e => getComputedStyle(e).outlineStyle")
+        assert style != "none", read[-1]
+        if mark.evaluate(TOPMOST):
+            page.mouse.move(0, 0)
+            mark.hover()
+            assert live.inner_text() == read[-1]
+            hovered += 1
+    assert hovered >= 0.9 * marks.count(), (hovered, marks.count())
+    return read
+
+
+def test_barrier_timeline_says_each_ranks_event(visit):
+    page = visit.open("book/03_barrier.html")
+    fig = page.locator(FIGURE).filter(has=page.locator("script[data-timings]"))
+    assert fig.count() == 1
+    read = _read_marks(page, fig, 6)
+    for rank in (0, 1):
+        assert any(re.fullmatch(
+            rf"rank {rank}, in dist\.barrier\(\): from \d+\.\d+ to "
+            rf"\d+\.\d+ s \(took \d+\.\d+ s\)", line) for line in read), read
+        assert any(re.fullmatch(rf"rank {rank}, left at \d+\.\d+ s", line)
+                   for line in read), read
+    assert visit.problems == [], "\n".join(visit.problems)
+
+
+def test_ddp_buckets_and_hang_ledger_read_out(visit):
+    page = visit.open("book/08_inside_ddp.html")
+    fig = page.locator(FIGURE).filter(has=page.locator("script[data-timings]"))
+    read = _read_marks(page, fig, 4)
+    assert any(re.fullmatch(r"rank 1, bucket \d+'s all_reduce: from .* ms "
+                            r"\(took .* ms\)", line) for line in read), read
+    assert any("gradient of" in line for line in read), read
+    page = visit.open("book/05_val_dataloader_deadlock.html")
+    fig = page.locator(FIGURE).filter(has=page.locator("table"))
+    read = _read_marks(page, fig, 4)
+    assert "rank 1, collective #2: never called; it stopped at #1." in read
+    assert fig.locator("td.ddp-bad").count() == 2
+    assert visit.problems == [], "\n".join(visit.problems)
+
+
+if __name__ == "__main__":
+    # Page weights of a built site: python tests/test_site.py _build/html
+    from playwright.sync_api import sync_playwright
+    html = pathlib.Path(sys.argv[1]).resolve()
+    handler = functools.partial(_QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=find_chromium(),
+                                     headless=True, args=CHROMIUM_ARGS)
+        for path in built_pages(html):
+            weight, figures = page_weight(chromium, base, path)
+            print(f"{weight:>9} {figures:>7}  {path}")
+        chromium.close()
+    server.shutdown()
