@@ -81,13 +81,20 @@ def test_describe_error_is_one_line_with_the_remote_name():
     assert watch.describe_error(Result()) == "no error"
 
 
+# "ready" comes from a second thread once the main thread is inside the
+# wait: printed before it, the signal could land while the main thread is
+# still on its way there, and the dump would end elsewhere.
 STUCK = """
-import faulthandler, signal, sys, threading
+import faulthandler, signal, sys, threading, time
 from ddpdemo import engine
 dump = open(sys.argv[1], "w")
 faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
-def stuck_in_the_readers_code():
+def announce(main=threading.main_thread().ident):
+    while sys._current_frames()[main].f_code.co_name != "wait":
+        time.sleep(0.01)
     print("ready", flush=True)
+def stuck_in_the_readers_code():
+    threading.Thread(target=announce, daemon=True).start()
     threading.Event().wait()
 engine.call(stuck_in_the_readers_code, (), {})
 """
