@@ -77,6 +77,9 @@ def parse_dumps(dumps, ranks):
             for r in ranks}
 
 
+QUIET = 6          # polls of 50 ms a finished dump stays unchanged
+
+
 def dump_stack(pid, path, wait=5.0):
     """Frames of a stuck engine's reader code, outermost first; [] if it
     was not running the reader's code; None if no dump came.
@@ -91,15 +94,25 @@ def dump_stack(pid, path, wait=5.0):
         os.kill(pid, signal.SIGUSR1)
     except ProcessLookupError:
         return None
-    deadline = time.monotonic() + wait
-    size = before
+    # faulthandler writes line by line; on a loaded machine it can pause
+    # longer than one poll mid-dump. Stop once the reader's frames are in
+    # and the file is still, or once it has been still for QUIET polls.
+    deadline, size, still = time.monotonic() + wait, before, 0
+    frames = None
     while time.monotonic() < deadline:
         time.sleep(0.05)
         now = os.path.getsize(path)
-        if now > before and now == size:
-            break
+        still = still + 1 if now > before and now == size else 0
         size = now
-    with open(path) as f:
-        f.seek(before)
-        dump = f.read()
+        if still:
+            frames = parse_stack(_read_from(path, before))
+            if frames or still >= QUIET:
+                break
+    dump = _read_from(path, before)
     return parse_stack(dump) if dump else None
+
+
+def _read_from(path, offset):
+    with open(path) as f:
+        f.seek(offset)
+        return f.read()
