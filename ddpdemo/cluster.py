@@ -22,12 +22,11 @@ import atexit
 import enum
 import os
 import shutil
-import signal
 import tempfile
 import time
 import weakref
 
-from . import engine, flight, group, processes, watch
+from . import engine, flight, group, outcome, processes
 from .engines import Engines
 from .errors import HangError, RankError
 from .magic import in_ipython, register, unregister
@@ -306,39 +305,20 @@ class Cluster:
         """Send fn(*args) to every rank, wait (bounded), echo output, and
         turn failures into RankError and stuck ranks into HangError."""
         ars = self._engines.submit(self._ids, fn, *args)
-        pending, failed, dead = watch.wait(
-            ars, timeout, self._is_alive,
-            grace=max(watch.FAILURE_GRACE, self._engines.death_notice_s))
-        # A remote rank's task fails (EngineError) when its engine dies.
-        dead += [r for r in failed if not self._is_alive(r)]
-        failed = [r for r in failed if r not in dead]
-        watch.echo_output(ars)
-        errors = {r: watch.describe_error(ars[r]) for r in failed}
-        errors.update({r: processes.describe_exit(
-            self._engines.exit_code(self._pids[r])) for r in dead})
-        ledger, dumps = None, {}
-        if errors or pending:   # before a restart kills the ranks
-            ledger = flight.ledger(
-                self._flight, ars, pending, dead=dead, stacks=dumps,
-                ask=lambda ranks: self._engines.call_each(
-                    [self._ids[r] for r in ranks], flight.record,
-                    stacks=False))
-        if errors:
-            if pending or dead:
+        out = outcome.settle(ars, timeout, self._engines, self._ids,
+                             self._pids, self._is_alive, self._flight,
+                             self._tmp if self.local else None)
+        if out.errors:
+            if out.pending or out.dead:
                 self._begin_restart()
             else:
                 self._state = State.SUSPECT
-            raise RankError(errors, blocked=pending, ledger=ledger)
-        if pending:
-            # Each stuck rank's own dump (it came with the ledger): the
-            # way for ranks on other hosts; local ones are signalled.
-            stacks = watch.parse_dumps(dumps, pending)
-            if self.local and hasattr(signal, "SIGUSR1"):
-                stacks = {r: watch.dump_stack(self._pids[r], os.path.join(
-                    self._tmp, f"stack-{r}.txt")) for r in pending}
+            raise RankError(out.errors, blocked=out.pending,
+                            ledger=out.ledger)
+        if out.pending:
             self._begin_restart()
-            raise HangError(pending, timeout, self.world_size, stacks,
-                            ledger=ledger)
+            raise HangError(out.pending, timeout, self.world_size,
+                            out.stacks, ledger=out.ledger)
         return [ar.get(timeout=1) for ar in ars]
 
     def ledger(self):
