@@ -1,27 +1,19 @@
 """ddpdemo.ddp and ddpdemo.ddp_figures (chapters 8 and 9): the recording
 comm hook and the helpers, on a real 2-rank gloo group, each checked
 against a single-process reference; the figures on made-up records."""
-import sys
-
-import cloudpickle
 import pytest
 import torch
 
-import ddpdemo
 from ddpdemo.ddp import TwoHeads, fingerprint, grads, mlp
 from ddpdemo.ddp_figures import buckets, overlap
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 pytestmark = pytest.mark.timeout(180)
 
 WIDE = (64, 64, 64, 64, 64)     # four 64x64 layers: 16 640 bytes each
 X = torch.randn(8, 8, generator=torch.Generator().manual_seed(1))
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=60) as c:
-        yield c
+CLUSTER = dict(timeout=60)      # the conftest's 2-rank gloo cluster
 
 
 # -- on the ranks -------------------------------------------------------

@@ -5,16 +5,12 @@ barrier against an all_reduce, taken from stuck ranks), then live:
 import copy
 import os
 import pickle
-import sys
 
-import cloudpickle
 import pytest
 
 import ddpdemo
 from ddpdemo.ledger import Ledger, entries, site
 
-# The live tests' functions travel to the ranks by value.
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 DATA = os.path.join(os.path.dirname(__file__), "data", "fr_gloo_2ranks.pkl")
 
 
