@@ -1,9 +1,11 @@
-"""Translations of the book's prose, stored as reviewable text.
+"""Translations of the book's prose, stored as reviewable text (issue 14).
 
 The unit of translation is a notebook's markdown cell (keyed by its cell
-id) or a section of a Markdown page (keyed by its heading's slug, "top" for
-what comes before the first heading). Code cells and outputs are never
-translated: the Chinese notebooks are built from the English ones.
+id), a section of a Markdown page (keyed by its heading's slug, "top" for
+what comes before the first heading), or the book's title and a part's
+caption in _toc.yml ("title", "caption-N"). Code cells and outputs are
+never translated: the Chinese notebooks are built from the English ones
+(ddpdemo/zh_book.py).
 
 A translation file (i18n/zh/<page stem>.md) holds, for every unit, the
 English it translates, its hash, and the translation:
@@ -15,14 +17,28 @@ English it translates, its hash, and the translation:
     %%% zh
     中文
 
-A unit whose English hash no longer matches the page is stale.
+A unit whose English hash no longer matches the page is stale; check()
+names it, `python -m ddpdemo.i18n stale` shows the old and new English.
+
+    python -m ddpdemo.i18n import [DIR]   # DIR/<stem>.zh.json -> i18n/zh/
+    python -m ddpdemo.i18n stale          # stale or missing units, exit 1
+    python -m ddpdemo.i18n accept PAGE [KEY...]  # Chinese brought up to
+                                          # date: record the current English
+    python -m ddpdemo.i18n build          # the Chinese site, _build/html/zh
 """
+import difflib
 import hashlib
 import json
 import re
+import sys
 from pathlib import Path
 
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+LANG = "zh"
 MARK = "%%% "
+TOC = "_toc.yml"        # the pseudo-page of the title and part captions
 
 
 def en_hash(text):
@@ -66,14 +82,57 @@ def _md_units(text):
     return units
 
 
-def units(page):
-    """{key: English text} of one page, in page order."""
-    page = Path(page)
-    if page.suffix == ".ipynb":
-        nb = json.loads(page.read_text())
+def _toc_units(root):
+    config = yaml.safe_load((root / "_config.yml").read_text())
+    toc = yaml.safe_load((root / TOC).read_text())
+    units = {"title": config["title"]}
+    for i, part in enumerate(toc.get("parts", [])):
+        if "caption" in part:
+            units[f"caption-{i}"] = part["caption"]
+    return units
+
+
+def units(page, root=ROOT):
+    """{key: English text} of one page (a path relative to root), in page
+    order."""
+    if str(page) == TOC:
+        return _toc_units(Path(root))
+    path = Path(root) / page
+    if path.suffix == ".ipynb":
+        nb = json.loads(path.read_text())
         return {c["id"]: "".join(c["source"]) for c in nb["cells"]
                 if c["cell_type"] == "markdown"}
-    return _md_units(page.read_text())
+    return _md_units(path.read_text())
+
+
+def pages(root=ROOT):
+    """Every page of the book, as paths relative to root, in _toc.yml's
+    order; _toc.yml itself (title and captions) comes first."""
+    toc = yaml.safe_load((Path(root) / TOC).read_text())
+    names = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries:
+            if "file" in entry:
+                names.append(entry["file"])
+            walk(entry.get("sections", []))
+
+    for part in toc.get("parts", [toc]):
+        walk(part.get("chapters", []))
+    found = [TOC]
+    for name in names:
+        for suffix in (".ipynb", ".md"):
+            if (Path(root) / f"{name}{suffix}").is_file():
+                found.append(f"{name}{suffix}")
+                break
+        else:
+            raise FileNotFoundError(f"{TOC} lists {name}, which is not there")
+    return found
+
+
+def translation_file(page, root=ROOT):
+    stem = "_toc" if str(page) == TOC else Path(page).stem
+    return Path(root) / "i18n" / LANG / f"{stem}.md"
 
 
 def read(path):
@@ -114,9 +173,169 @@ def write(path, page, entries):
     Path(path).write_text("\n".join(out))
 
 
+def _where(page, key, root):
+    """'cell 7 (id 3f2a1b9c)' for a notebook, 'section "key"' for a page."""
+    if str(page).endswith(".ipynb"):
+        nb = json.loads((Path(root) / page).read_text())
+        ids = [c.get("id") for c in nb["cells"]]
+        index = ids.index(key) if key in ids else "?"
+        return f"cell {index} (id {key})"
+    return f"section {key!r}"
+
+
+def problems(root=ROOT):
+    """(page, key, what) for every unit that is not translated from the
+    current English: 'missing' (no file or no entry), 'untranslated'
+    (empty Chinese) or 'stale' (the English changed since)."""
+    found = []
+    for page in pages(root):
+        path = translation_file(page, root)
+        entries = read(path)[1] if path.is_file() else {}
+        for key, en in units(page, root).items():
+            if key not in entries:
+                found.append((page, key, "missing"))
+            elif not entries[key][2].strip():
+                found.append((page, key, "untranslated"))
+            elif entries[key][0] != en_hash(en):
+                found.append((page, key, "stale"))
+    return found
+
+
+def describe(page, key, what, root=ROOT):
+    """One line naming the page and the unit, for test failures."""
+    where = _where(page, key, root)
+    if what == "stale":
+        return f"{page}: {where} changed since it was translated"
+    if what == "untranslated":
+        return f"{page}: {where} has an empty translation"
+    path = translation_file(page, root).relative_to(root)
+    return f"{page}: {where} has no translation in {path}"
+
+
+def stale_report(root=ROOT):
+    """Every stale or missing unit, with the old and new English side by
+    side (a unified diff), as text."""
+    out = []
+    for page, key, what in problems(root):
+        out.append(describe(page, key, what, root))
+        new = units(page, root)[key]
+        if what == "stale":
+            old = read(translation_file(page, root))[1][key][1]
+            out += [f"    {line}" for line in difflib.unified_diff(
+                old.splitlines(), new.splitlines(), "translated English",
+                "current English", lineterm="")]
+        else:
+            out += [f"    + {line}" for line in new.splitlines()]
+        out.append("")
+    return "\n".join(out)
+
+
+def import_json(source, root=ROOT):
+    """Turn source/<stem>.zh.json ({key: Chinese}) into translation files.
+
+    Each entry records the English the translator was given
+    (source/<stem>.en.json) or, without it, the page's current English,
+    so English that changed after it was handed out shows up as stale.
+    Entries already in a translation file that the JSON lacks are kept.
+    Rerunnable: returns {page: number of units written}.
+    """
+    done = {}
+    for page in pages(root):
+        stem = "_toc" if page == TOC else Path(page).stem
+        zh_json = Path(source) / f"{stem}.zh.json"
+        if not zh_json.is_file():
+            continue
+        zh = json.loads(zh_json.read_text())
+        en_json = Path(source) / f"{stem}.en.json"
+        given = json.loads(en_json.read_text()) if en_json.is_file() else {}
+        path = translation_file(page, root)
+        old = read(path)[1] if path.is_file() else {}
+        entries = {}
+        for key, en in units(page, root).items():
+            if key in zh and zh[key].strip():
+                en = given.get(key, en)
+                entries[key] = (en_hash(en), en, zh[key].strip("\n"))
+            elif key in old:
+                entries[key] = old[key]
+        write(path, page, entries)
+        done[page] = len(entries)
+    return done
+
+
+def accept(page, keys, root=ROOT):
+    """Record the page's current English for these units, once their
+    Chinese has been brought up to date; a unit with no entry yet gets one
+    with an empty translation to fill in. Entries of units the page no
+    longer has are dropped. The diff of the file shows the old and new
+    English and the Chinese side by side for review."""
+    current = units(page, root)
+    path = translation_file(page, root)
+    entries = read(path)[1] if path.is_file() else {}
+    for key in keys:
+        if key not in current:
+            raise KeyError(f"{page} has no unit {key!r}")
+        zh = entries[key][2] if key in entries else ""
+        entries[key] = (en_hash(current[key]), current[key], zh)
+    write(path, page, {k: entries[k] for k in current if k in entries})
+
+
+def translated(page, root=ROOT):
+    """{key: Chinese} of a page, raising if any unit lacks a current
+    translation (the Chinese book is never built from stale text)."""
+    bad = [p for p in problems(root) if p[0] == page]
+    if bad:
+        raise LookupError("\n".join(describe(*p, root) for p in bad))
+    entries = read(translation_file(page, root))[1]
+    return {key: entries[key][2] for key in units(page, root)}
+
+
+def main(argv=None):
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="the book's root (default: this repository)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    imp = sub.add_parser("import", help="DIR/<stem>.zh.json into i18n/zh/")
+    imp.add_argument("source", help="folder of <stem>.zh.json files")
+    sub.add_parser("stale", help="stale or missing units, old and new "
+                   "English side by side; exit status 1 if any")
+    build = sub.add_parser("build", help="derive the Chinese book and build "
+                           "it into _build/html/zh")
+    acc = sub.add_parser("accept", help="after updating the Chinese of "
+                         "stale units, record their current English")
+    acc.add_argument("page")
+    acc.add_argument("keys", nargs="*", help="default: every stale or "
+                     "missing unit of the page")
+    dump = sub.add_parser("dump", help="a page's units as JSON")
+    dump.add_argument("page")
+    args = parser.parse_args(argv)
+    if args.command == "import":
+        for page, n in import_json(args.source, args.root).items():
+            print(f"{page}: {n} units")
+        return 0
+    if args.command == "stale":
+        report = stale_report(args.root)
+        print(report or "every unit is translated from the current English")
+        return 1 if report else 0
+    if args.command == "build":
+        from . import zh_book
+        try:
+            return zh_book.build(args.root).returncode
+        except LookupError as err:
+            print(err, file=sys.stderr)
+            return 1
+    if args.command == "accept":
+        keys = args.keys or [k for p, k, what in problems(args.root)
+                             if p == args.page and what != "untranslated"]
+        accept(args.page, keys, args.root)
+        print(f"{args.page}: recorded the current English of "
+              f"{', '.join(keys) or 'no unit'}")
+        return 0
+    if args.command == "dump":
+        json.dump(units(args.page, args.root), sys.stdout,
+                  ensure_ascii=False, indent=1)
+        return 0
+
+
 if __name__ == "__main__":
-    import sys
-    # python -m ddpdemo.i18n dump PAGE: the page's units as JSON.
-    if sys.argv[1:2] == ["dump"]:
-        json.dump(units(sys.argv[2]), sys.stdout, ensure_ascii=False,
-                  indent=1)
+    sys.exit(main())

@@ -324,3 +324,113 @@ def test_notebook_pages_offer_download_launch_and_copy(visit, site):
         blocks = page.locator("div.highlight").count()
         assert blocks and page.locator("button.copybtn").count() == blocks
     assert visit.problems == [], "\n".join(visit.problems)
+
+
+# --- The Chinese edition (issue 14): built from the English book and
+# i18n/zh/ by ddpdemo.zh_book into the same site's zh/ folder, as the
+# README's first command does.
+
+def _zh_pages():
+    return [f"{name}.html" for name in toc_order()] + ["search.html",
+                                                        "genindex.html"]
+
+
+@pytest.fixture(scope="module")
+def zh_build(build, tmp_path_factory):
+    from ddpdemo import zh_book
+    proc, html = build
+    if proc.returncode != 0:
+        pytest.fail("the English book did not build; see "
+                    "test_build_is_clean")
+    src = tmp_path_factory.mktemp("zh") / "zh-src"
+    zh = zh_book.build(ROOT, html=html / "zh", src=src,
+                       capture_output=True, text=True, timeout=540)
+    return zh, html
+
+
+def test_chinese_build_is_clean(zh_build):
+    proc, html = zh_build
+    log = proc.stdout + proc.stderr
+    assert [line for line in log.splitlines() if WARNING.search(line)] == []
+    assert proc.returncode == 0, log[-4000:]
+    for page in _zh_pages():
+        assert (html / "zh" / page).is_file(), f"zh/{page} was not built"
+
+
+def test_chinese_pages_have_chinese_theme_strings(zh_build):
+    _, html = zh_build
+    for page in _zh_pages():
+        text = (html / "zh" / page).read_text()
+        assert '<html lang="zh-CN"' in text, page
+        assert 'placeholder="搜索本书……"' in text, page
+    # The theme's own labels, from its zh_CN catalogue.
+    second = (html / "zh" / f"{toc_order()[1]}.html").read_text()
+    assert 'title="上一页"' in second and 'title="下一页"' in second
+
+
+def _switch(text):
+    found = re.findall(r'<a class="[^"]*ddpdemo-lang-switch[^"]*" '
+                       r'href="([^"]+)" hreflang="([^"]+)" lang="([^"]+)"',
+                       text)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_every_page_links_to_its_other_edition(zh_build):
+    _, html = zh_build
+    for page in _zh_pages():
+        for here, there, lang in [(html / page, html / "zh" / page, "zh-CN"),
+                                  (html / "zh" / page, html / page, "en")]:
+            href, hreflang, attr = _switch(here.read_text())
+            assert hreflang == attr == lang, (here, href)
+            target = (here.parent / href).resolve()
+            assert target == there.resolve(), (here, href)
+
+
+def test_chinese_search_index_has_chinese_words(zh_build):
+    import json
+    _, html = zh_build
+    text = (html / "zh" / "searchindex.js").read_text()
+    index = json.loads(text[text.index("(") + 1:text.rindex(")")])
+    # jieba splits the Chinese text into words.
+    assert "死锁" in index["terms"]
+
+
+def test_chinese_pages_load_cleanly(zh_build, visit):
+    for page in _zh_pages():
+        visit.open(f"zh/{page}")
+        visit.problems = [f"zh/{page}: {p}" for p in visit.problems]
+        assert visit.problems == [], "\n".join(visit.problems)
+
+
+def test_language_switch_works_both_ways(zh_build, visit):
+    for name in toc_order():
+        page = visit.open(f"{name}.html")
+        link = page.locator("a.ddpdemo-lang-switch")
+        # A real link: reachable from the keyboard, followed with Enter.
+        link.focus()
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+        page.wait_for_load_state("networkidle")    # before leaving again
+        assert visit.path() == f"zh/{name}.html"
+        assert page.locator("html").get_attribute("lang") == "zh-CN"
+        with page.expect_navigation():
+            page.locator("a.ddpdemo-lang-switch").click()
+        page.wait_for_load_state("networkidle")
+        assert visit.path() == f"{name}.html"
+    assert visit.problems == [], "\n".join(visit.problems)
+
+
+def test_chinese_search_finds_deadlock(zh_build, visit):
+    page = visit.open(f"zh/{toc_order()[0]}.html")
+    page.keyboard.press("Control+k")
+    field = page.locator("input[name='q']:visible").first
+    field.fill("死锁")
+    with page.expect_navigation():
+        field.press("Enter")
+    assert visit.path() == "zh/search.html"
+    results = page.locator("#search-results ul.search li a")
+    results.first.wait_for()
+    hrefs = [a.get_attribute("href") for a in results.all()]
+    assert any("05_val_dataloader_deadlock" in h for h in hrefs), hrefs
+    assert visit.problems == [], "\n".join(visit.problems)
