@@ -1,7 +1,8 @@
 """Translations of the book's prose, stored as reviewable text (issue 14).
 
 The unit of translation is a notebook's markdown cell (keyed by its cell
-id), a section of a Markdown page (keyed by its heading's slug, "top" for
+id) or figure caption (a code cell's mystnb.figure.caption metadata,
+keyed "<cell id>:caption"), a section of a Markdown page (keyed by its heading's slug, "top" for
 what comes before the first heading), or the book's title and a part's
 caption in _toc.yml ("title", "caption-N"). Code cells and outputs are
 never translated: the Chinese notebooks are built from the English ones
@@ -39,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LANG = "zh"
 MARK = "%%% "
 TOC = "_toc.yml"        # the pseudo-page of the title and part captions
+CAPTION = ":caption"    # a code cell's figure caption: "<cell id>:caption"
 
 
 def en_hash(text):
@@ -99,10 +101,22 @@ def units(page, root=ROOT):
         return _toc_units(Path(root))
     path = Path(root) / page
     if path.suffix == ".ipynb":
-        nb = json.loads(path.read_text())
-        return {c["id"]: "".join(c["source"]) for c in nb["cells"]
-                if c["cell_type"] == "markdown"}
+        found = {}
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "markdown":
+                found[cell["id"]] = "".join(cell["source"])
+            caption = figure_caption(cell)
+            if caption is not None:
+                found[f"{cell['id']}{CAPTION}"] = caption
+        return found
     return _md_units(path.read_text())
+
+
+def figure_caption(cell):
+    """A code cell's figure caption (MyST-NB's mystnb.figure.caption
+    metadata), or None."""
+    figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+    return figure.get("caption")
 
 
 def pages(root=ROOT):
@@ -177,9 +191,11 @@ def _where(page, key, root):
     """'cell 7 (id 3f2a1b9c)' for a notebook, 'section "key"' for a page."""
     if str(page).endswith(".ipynb"):
         nb = json.loads((Path(root) / page).read_text())
+        cell_id = key.removesuffix(CAPTION)
         ids = [c.get("id") for c in nb["cells"]]
-        index = ids.index(key) if key in ids else "?"
-        return f"cell {index} (id {key})"
+        index = ids.index(cell_id) if cell_id in ids else "?"
+        what = "figure caption of " if key.endswith(CAPTION) else ""
+        return f"{what}cell {index} (id {cell_id})"
     return f"section {key!r}"
 
 

@@ -1,14 +1,15 @@
 """The Chinese book, derived from the English one and i18n/zh/ (issue 14).
 
 generate() writes a second Jupyter Book into _build/zh-src/: every page of
-_toc.yml with its prose replaced by the stored translation (ddpdemo.i18n),
-the notebooks' code cells, outputs and metadata taken unchanged from the
-English notebooks (never stored twice, never executed twice), the assets
-under book/ copied, and a _config.yml and _toc.yml derived from the
-English ones (language zh_CN, the Chinese title and captions; every other
-setting as in English, so the two cannot drift). build() builds it like
-the English book (-W -n --keep-going) and puts the site at
-_build/html/zh/, beside the English one:
+_toc.yml with its prose replaced by the stored translation (ddpdemo.i18n);
+the notebooks' code cells and outputs taken unchanged from the English
+notebooks (never stored twice, never executed twice; only a figure's
+caption, in the cell's metadata, is translated); the assets under book/
+copied; a _config.yml and _toc.yml derived from the English ones
+(language zh_CN, the Chinese title and captions; every other setting as
+in English, so the two cannot drift). build() builds it like the English
+book (-W -n --keep-going) and puts the site at _build/html/zh/, beside
+the English one:
 
     .venv/bin/python -m ddpdemo.i18n build
 
@@ -38,11 +39,15 @@ def _write(path, text):
 
 def notebook(en_text, zh):
     """The Chinese notebook: the English one with each markdown cell's
-    source replaced by zh[cell id]; everything else untouched."""
+    source replaced by zh[cell id] and each figure caption by
+    zh[cell id + ':caption']; everything else untouched."""
     nb = json.loads(en_text)
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             cell["source"] = zh[cell["id"]].splitlines(keepends=True)
+        if i18n.figure_caption(cell) is not None:
+            figure = cell["metadata"]["mystnb"]["figure"]
+            figure["caption"] = zh[cell["id"] + i18n.CAPTION]
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 

@@ -53,7 +53,8 @@ NOTEBOOK = {
         {"cell_type": "markdown", "id": "intro", "metadata": {},
          "source": ["# 1. Barrier\n", "\n", "No rank leaves early."]},
         {"cell_type": "code", "id": "code1", "execution_count": 1,
-         "metadata": {"tags": ["hide-output"]},
+         "metadata": {"tags": ["hide-output"], "mystnb": {"figure": {
+             "caption": "Two ranks.", "name": "fig-two"}}},
          "outputs": [{"name": "stdout", "output_type": "stream",
                       "text": ["[rank 0] ok\n"]}],
          "source": ["print('[rank 0] ok')  # comment"]},
@@ -65,6 +66,7 @@ NOTEBOOK = {
     "nbformat": 4, "nbformat_minor": 5,
 }
 TRANSLATED = {"intro": "# 1. 屏障\n\n没有 rank 会提前离开。",
+              "code1:caption": "两个 rank。",
               "after": "每个 rank 都在等待。"}
 
 
@@ -123,6 +125,8 @@ def test_a_missing_translation_is_named(book):
         "book/intro.md: section 'why' has no translation in i18n/zh/intro.md",
         "book/01_barrier.ipynb: cell 0 (id intro) has no translation in "
         "i18n/zh/01_barrier.md",
+        "book/01_barrier.ipynb: figure caption of cell 1 (id code1) has no "
+        "translation in i18n/zh/01_barrier.md",
         "book/01_barrier.ipynb: cell 2 (id after) has no translation in "
         "i18n/zh/01_barrier.md"]
 
@@ -170,7 +174,7 @@ def test_import_records_the_english_the_translator_was_given(book, tmp_path):
     (work / "01_barrier.en.json").write_text(json.dumps(given))
     (work / "01_barrier.zh.json").write_text(
         json.dumps(TRANSLATED, ensure_ascii=False))
-    assert i18n.import_json(work, book) == {"book/01_barrier.ipynb": 2}
+    assert i18n.import_json(work, book) == {"book/01_barrier.ipynb": 3}
     assert i18n.problems(book) == [
         ("book/01_barrier.ipynb", "after", "stale")]
     # Rerunnable: the same input gives the same file.
@@ -183,7 +187,9 @@ def test_import_records_the_english_the_translator_was_given(book, tmp_path):
 def test_generated_book_keeps_code_and_assets(book):
     out = zh_book.generate(book, book / "_build" / "zh-src")
     nb = json.loads((out / "book" / "01_barrier.ipynb").read_text())
-    assert nb["cells"][1] == NOTEBOOK["cells"][1]
+    code = json.loads(json.dumps(NOTEBOOK["cells"][1]))
+    code["metadata"]["mystnb"]["figure"]["caption"] = "两个 rank。"
+    assert nb["cells"][1] == code
     assert nb["metadata"] == NOTEBOOK["metadata"]
     assert "".join(nb["cells"][0]["source"]) == TRANSLATED["intro"]
     assert (out / "book" / "intro.md").read_text() == (
@@ -223,7 +229,14 @@ def test_chinese_notebooks_have_the_english_code_and_outputs(chinese):
         for i, (a, b) in enumerate(zip(en["cells"], zh["cells"])):
             assert (a["id"], a["cell_type"]) == (b["id"], b["cell_type"])
             if a["cell_type"] == "code":
-                assert a == b, f"{page}: cell {i} (id {a['id']}) differs"
+                where = f"{page}: cell {i} (id {a['id']})"
+                caption = i18n.figure_caption(b)
+                if caption is not None:     # translated, all else equal
+                    assert CJK.search(caption), where
+                    b = json.loads(json.dumps(b))
+                    b["metadata"]["mystnb"]["figure"]["caption"] = (
+                        i18n.figure_caption(a))
+                assert a == b, f"{where} differs"
             else:
                 assert CJK.search("".join(b["source"])), f"{page}: cell {i}"
 
@@ -253,8 +266,12 @@ def _terms():
         english, chinese, note = cells
         shown = re.search(r"glossary: ([^;]+)", note)
         shown = shown.group(1).strip() if shown else chinese
-        for name in re.split(r",|/", re.sub(r"\(.*?\)", "", english)):
-            table[name.strip().lower()] = shown
+        names = re.split(r",|/", re.sub(r"\(.*?\)", "", english))
+        shown = re.split(r"、|/", shown)
+        if len(shown) != len(names):        # "average, mean | 平均值"
+            shown = ["、".join(shown)] * len(names)
+        for name, chinese in zip(names, shown):
+            table[name.strip().lower()] = chinese.strip()
     return table
 
 
