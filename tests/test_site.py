@@ -397,8 +397,13 @@ def test_chinese_search_index_has_chinese_words(zh_build):
 
 
 def test_chinese_pages_load_cleanly(zh_build, visit):
+    # As test_every_page_loads_cleanly does for the English pages.
     for page in _zh_pages():
         visit.open(f"zh/{page}")
+        visit.page.mouse.wheel(0, 100_000)   # lazy content at the bottom
+        visit.page.wait_for_load_state("networkidle")
+        if visit.page.locator("span.math, div.math").count():
+            visit.page.locator("mjx-container").first.wait_for()
         visit.problems = [f"zh/{page}: {p}" for p in visit.problems]
         assert visit.problems == [], "\n".join(visit.problems)
 
