@@ -24,7 +24,9 @@ def _lang(config):
 
 
 def _configure(app, config):
-    config.templates_path.append(str(Path(__file__).with_name("templates")))
+    here = Path(__file__).parent
+    config.templates_path.append(str(here / "templates"))
+    config.html_static_path.append(str(here / "static"))
     options = config.html_theme_options
     slot = options.get("article_header_end", ["article-header-buttons.html"])
     if isinstance(slot, str):
@@ -48,6 +50,7 @@ def _context(app, pagename, templatename, context, doctree):
 
 def setup(app):
     app.connect("config-inited", _configure)
+    app.add_css_file("langswitch.css")
     app.connect("html-page-context", _context)
     try:    # Chinese search: jieba's progress lines are not the build's
         import jieba

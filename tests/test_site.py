@@ -412,6 +412,7 @@ def test_language_switch_works_both_ways(zh_build, visit):
     for name in toc_order():
         page = visit.open(f"{name}.html")
         link = page.locator("a.ddpdemo-lang-switch")
+        assert link.is_visible(), name
         # A real link: reachable from the keyboard, followed with Enter.
         link.focus()
         with page.expect_navigation():
