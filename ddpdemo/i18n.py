@@ -237,12 +237,22 @@ def stale_report(root=ROOT):
         new = units(page, root)[key]
         if what == "stale":
             old = read(translation_file(page, root))[1][key][1]
+            if old == new.strip("\n"):
+                out.append("    (the English recorded is the same text; "
+                           "its hash line was edited)")
             out += [f"    {line}" for line in difflib.unified_diff(
                 old.splitlines(), new.splitlines(), "translated English",
                 "current English", lineterm="")]
         else:
             out += [f"    + {line}" for line in new.splitlines()]
         out.append("")
+    for page in pages(root):        # help only: these fail no test
+        path = translation_file(page, root)
+        gone = set(read(path)[1]) - set(units(page, root)) if (
+            path.is_file()) else ()
+        for key in sorted(gone):
+            out.append(f"{page}: unit {key} is no longer on the page; "
+                       "its entry can go (`accept` drops it)")
     return "\n".join(out)
 
 
@@ -332,7 +342,7 @@ def main(argv=None):
     if args.command == "stale":
         report = stale_report(args.root)
         print(report or "every unit is translated from the current English")
-        return 1 if report else 0
+        return 1 if problems(args.root) else 0
     if args.command == "build":
         from . import zh_book
         try:

@@ -131,6 +131,17 @@ def test_a_missing_translation_is_named(book):
         "i18n/zh/01_barrier.md"]
 
 
+def test_an_entry_for_a_deleted_cell_is_listed_but_harmless(book):
+    path = book / "book" / "01_barrier.ipynb"
+    nb = json.loads(path.read_text())
+    del nb["cells"][2]
+    path.write_text(json.dumps(nb, indent=1))
+    assert i18n.problems(book) == []
+    assert i18n.stale_report(book) == (
+        "book/01_barrier.ipynb: unit after is no longer on the page; its "
+        "entry can go (`accept` drops it)")
+
+
 def test_a_changed_caption_is_stale(book):
     toc = book / "_toc.yml"
     toc.write_text(toc.read_text().replace("Ordering", "Order"))
