@@ -46,6 +46,10 @@ def _context(app, pagename, templatename, context, doctree):
     else:
         href = f"{up}../{pagename}.html"
     context["lang_switch"] = dict(OTHER[lang], href=href)
+    # The same in the page's head, for search engines and browsers.
+    context["metatags"] = context.get("metatags", "") + (
+        f'\n<link rel="alternate" hreflang="{OTHER[lang]["hreflang"]}" '
+        f'href="{href}" />')
 
 
 def setup(app):

@@ -381,8 +381,11 @@ def test_every_page_links_to_its_other_edition(zh_build):
     for page in _zh_pages():
         for here, there, lang in [(html / page, html / "zh" / page, "zh-CN"),
                                   (html / "zh" / page, html / page, "en")]:
-            href, hreflang, attr = _switch(here.read_text())
+            text = here.read_text()
+            href, hreflang, attr = _switch(text)
             assert hreflang == attr == lang, (here, href)
+            assert (f'<link rel="alternate" hreflang="{lang}" '
+                    f'href="{href}" />') in text, here
             target = (here.parent / href).resolve()
             assert target == there.resolve(), (here, href)
 
