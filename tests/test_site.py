@@ -395,8 +395,12 @@ def test_chinese_search_index_has_chinese_words(zh_build):
     _, html = zh_build
     text = (html / "zh" / "searchindex.js").read_text()
     index = json.loads(text[text.index("(") + 1:text.rindex(")")])
-    # jieba splits the Chinese text into words.
+    # jieba splits the Chinese text into words; without it Sphinx would
+    # index whole runs of Chinese text (clauses) as single terms.
     assert "死锁" in index["terms"]
+    chinese = [t for t in index["terms"] if re.search("[\u4e00-\u9fff]", t)]
+    assert len(chinese) > 500
+    assert max(map(len, chinese)) <= 8, max(chinese, key=len)
 
 
 def test_chinese_pages_load_cleanly(zh_build, visit):
