@@ -46,6 +46,32 @@ def test_translation_files_name_their_page_and_hold_chinese():
             assert CJK.search(zh), f"{page}: {key} has no Chinese: {zh!r}"
 
 
+FENCE = re.compile(r"^(```+|~~~+)([^\n]*)\n(.*?)^\1[ \t]*$", re.M | re.S)
+MATH = re.compile(r"\$[^$\n]+\$")
+
+
+def _code(text):
+    """A unit's code blocks (MyST directives aside: their body is prose)
+    and inline maths, which translations keep verbatim."""
+    blocks = [(m.group(2).strip(), m.group(3)) for m in FENCE.finditer(text)
+              if not m.group(2).strip().startswith("{")]
+    return blocks, sorted(MATH.findall(text))
+
+
+def test_translations_keep_code_blocks_and_maths_verbatim():
+    changed, seen = [], 0
+    for page in i18n.pages():
+        path = i18n.translation_file(page)
+        if not path.is_file():
+            continue
+        for key, (_, en, zh) in i18n.read(path)[1].items():
+            seen += len(_code(en)[0])
+            if _code(en) != _code(zh):
+                changed.append(f"{page}: {key}")
+    assert changed == [], "\n".join(changed)
+    assert seen > 0
+
+
 # A two-page book in a temporary folder: the stale and missing checks are
 # shown on it whatever state the real translations are in.
 NOTEBOOK = {
