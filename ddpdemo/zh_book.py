@@ -97,7 +97,7 @@ def generate(root=i18n.ROOT, out=None):
         if page.endswith(".ipynb"):
             text = notebook(text, zh)
         else:
-            text = "\n\n".join(zh.values()) + "\n"
+            text = i18n.render_md(text, zh)
         _write(out / page, text)
         written.add(out / page)
     # Assets the pages use (images, the favicon) beside them, as in English.

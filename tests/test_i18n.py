@@ -168,6 +168,59 @@ def test_an_entry_for_a_deleted_cell_is_listed_but_harmless(book):
         "entry can go (`accept` drops it)")
 
 
+GLOSSARY_EN = """# Glossary
+
+Words.
+
+```{glossary}
+:sorted:
+
+rank
+  The index.
+
+world size
+  The number.
+```
+
+After.
+"""
+GLOSSARY_ZH = """# 术语表
+
+词语。
+
+```{glossary}
+:sorted:
+
+rank
+rank（进程序号）
+  序号。
+
+world size
+world size（进程总数）
+  数目。
+```
+
+之后。
+"""
+
+
+def test_each_glossary_entry_is_a_unit_of_its_own():
+    units = i18n._md_units(GLOSSARY_EN)
+    assert units == {"top": "# Glossary\n\nWords.",
+                     "term-rank": "rank\n  The index.",
+                     "term-world-size": "world size\n  The number.",
+                     "top-after": "After."}
+    # A glossary translated as one section splits the same way, by the
+    # English first term line each entry keeps.
+    zh = i18n.split_md_unit("top", GLOSSARY_ZH.strip("\n"))
+    assert list(zh) == list(units)
+    assert zh["term-rank"] == "rank\nrank（进程序号）\n  序号。"
+    assert i18n.render_md(GLOSSARY_EN, zh) == GLOSSARY_ZH
+    # Editing one definition stales that entry only.
+    edited = i18n._md_units(GLOSSARY_EN.replace("The number.", "How many."))
+    assert [k for k in units if units[k] != edited[k]] == ["term-world-size"]
+
+
 def test_a_changed_caption_is_stale(book):
     toc = book / "_toc.yml"
     toc.write_text(toc.read_text().replace("Ordering", "Order"))
