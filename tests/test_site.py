@@ -363,9 +363,14 @@ def test_chinese_pages_have_chinese_theme_strings(zh_build):
         text = (html / "zh" / page).read_text()
         assert '<html lang="zh-CN"' in text, page
         assert 'placeholder="搜索本书……"' in text, page
-    # The theme's own labels, from its zh_CN catalogue.
+    # The theme's own labels, from its zh_CN catalogue, and the ones
+    # ddpdemo/langswitch.py adds where that catalogue has none.
     second = (html / "zh" / f"{toc_order()[1]}.html").read_text()
     assert 'title="上一页"' in second and 'title="下一页"' in second
+    assert 'aria-label="颜色模式"' in second
+    assert 'title="链接到此标题"' in second
+    english = (html / f"{toc_order()[1]}.html").read_text()
+    assert 'aria-label="Color mode"' in english
 
 
 def _switch(text):
