@@ -30,11 +30,13 @@ LANGUAGE = "zh_CN"
 ASSETS = ("_templates", "_static")     # root folders copied when present
 
 
-def _write(path, text):
+def _write(path, data):
     # Only what changed is rewritten, so Sphinx rebuilds only those pages.
+    if isinstance(data, str):
+        data = data.encode()
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.is_file() or path.read_text() != text:
-        path.write_text(text)
+    if not path.is_file() or path.read_bytes() != data:
+        path.write_bytes(data)
 
 
 def notebook(en_text, zh):
@@ -108,7 +110,7 @@ def generate(root=i18n.ROOT, out=None):
             rel = path.relative_to(root)
             if (path.is_file() and ".ipynb_checkpoints" not in rel.parts
                     and path.suffix not in (".ipynb", ".md")):
-                _write_bytes(out / rel, path.read_bytes())
+                _write(out / rel, path.read_bytes())
                 written.add(out / rel)
     # Nothing left over from pages or assets that are gone.
     for path in sorted(out.rglob("*"), reverse=True):
@@ -121,11 +123,6 @@ def generate(root=i18n.ROOT, out=None):
             path.rmdir()
     return out
 
-
-def _write_bytes(path, data):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.is_file() or path.read_bytes() != data:
-        path.write_bytes(data)
 
 
 def jupyter_book():
