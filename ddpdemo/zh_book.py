@@ -124,7 +124,6 @@ def generate(root=i18n.ROOT, out=None):
     return out
 
 
-
 def jupyter_book():
     beside = Path(sys.executable).with_name("jupyter-book")
     return str(beside) if beside.exists() else shutil.which("jupyter-book")
