@@ -24,6 +24,7 @@ names it, `python -m ddpdemo.i18n stale` shows the old and new English.
 
     python -m ddpdemo.i18n import [DIR]   # DIR/<stem>.zh.json -> i18n/zh/
     python -m ddpdemo.i18n stale          # stale or missing units, exit 1
+    python -m ddpdemo.i18n export DIR     # those as DIR/<stem>.en.json
     python -m ddpdemo.i18n accept PAGE [KEY...]  # Chinese brought up to
                                           # date: record the current English
     python -m ddpdemo.i18n build          # the Chinese site, _build/html/zh
@@ -366,6 +367,22 @@ def import_json(source, root=ROOT):
     return done
 
 
+def export_todo(target, root=ROOT):
+    """Write target/<stem>.en.json ({key: current English}) holding only
+    the stale, missing or empty units of each page: what a translator
+    needs; import_json(target) then merges the <stem>.zh.json files back.
+    Returns {page: number of units}."""
+    todo = {}
+    for page, key, _ in problems(root):
+        todo.setdefault(page, {})[key] = units(page, root)[key]
+    Path(target).mkdir(parents=True, exist_ok=True)
+    for page, found in todo.items():
+        stem = "_toc" if page == TOC else Path(page).stem
+        (Path(target) / f"{stem}.en.json").write_text(
+            json.dumps(found, ensure_ascii=False, indent=1) + "\n")
+    return {page: len(found) for page, found in todo.items()}
+
+
 def accept(page, keys, root=ROOT):
     """Record the page's current English for these units, once their
     Chinese has been brought up to date; a unit with no entry yet gets one
@@ -405,6 +422,9 @@ def main(argv=None):
                    "English side by side; exit status 1 if any")
     build = sub.add_parser("build", help="derive the Chinese book and build "
                            "it into _build/html/zh")
+    exp = sub.add_parser("export", help="DIR/<stem>.en.json of the units "
+                         "to translate (stale or missing) for translators")
+    exp.add_argument("target")
     acc = sub.add_parser("accept", help="after updating the Chinese of "
                          "stale units, record their current English")
     acc.add_argument("page")
@@ -428,6 +448,10 @@ def main(argv=None):
         except LookupError as err:
             print(err, file=sys.stderr)
             return 1
+    if args.command == "export":
+        for page, n in export_todo(args.target, args.root).items():
+            print(f"{page}: {n} units to translate")
+        return 0
     if args.command == "accept":
         keys = args.keys or [k for p, k, what in problems(args.root)
                              if p == args.page and what != "untranslated"]

@@ -274,6 +274,21 @@ def test_import_records_the_english_the_translator_was_given(book, tmp_path):
     assert path.read_text() == before
 
 
+def test_export_and_import_round_trip_the_units_to_translate(book,
+                                                              tmp_path):
+    _edit_cell(book, 2, "Every rank waits at the barrier.")
+    work = tmp_path / "work"
+    assert i18n.export_todo(work, book) == {"book/01_barrier.ipynb": 1}
+    given = json.loads((work / "01_barrier.en.json").read_text())
+    assert given == {"after": "Every rank waits at the barrier."}
+    (work / "01_barrier.zh.json").write_text(json.dumps(
+        {"after": "每个 rank 都在屏障处等待。"}, ensure_ascii=False))
+    i18n.import_json(work, book)
+    assert i18n.problems(book) == []
+    assert i18n.translated("book/01_barrier.ipynb", book) == dict(
+        TRANSLATED, after="每个 rank 都在屏障处等待。")
+
+
 def test_generated_book_keeps_code_and_assets(book):
     out = zh_book.generate(book, book / "_build" / "zh-src")
     nb = json.loads((out / "book" / "01_barrier.ipynb").read_text())
