@@ -205,7 +205,7 @@ world size（进程总数）
 
 
 def test_each_glossary_entry_is_a_unit_of_its_own():
-    units = i18n._md_units(GLOSSARY_EN)
+    units = i18n.md_units(GLOSSARY_EN)
     assert units == {"top": "# Glossary\n\nWords.",
                      "term-rank": "rank\n  The index.",
                      "term-world-size": "world size\n  The number.",
@@ -217,7 +217,7 @@ def test_each_glossary_entry_is_a_unit_of_its_own():
     assert zh["term-rank"] == "rank\nrank（进程序号）\n  序号。"
     assert i18n.render_md(GLOSSARY_EN, zh) == GLOSSARY_ZH
     # Editing one definition stales that entry only.
-    edited = i18n._md_units(GLOSSARY_EN.replace("The number.", "How many."))
+    edited = i18n.md_units(GLOSSARY_EN.replace("The number.", "How many."))
     assert [k for k in units if units[k] != edited[k]] == ["term-world-size"]
 
 
