@@ -500,3 +500,131 @@ if __name__ == "__main__":
             print(f"{weight:>9} {figures:>7}  {path}")
         chromium.close()
     server.shutdown()
+
+
+# --- The Chinese edition (issue 14): built from the English book and
+# i18n/zh/ by ddpdemo.zh_book into the same site's zh/ folder, as the
+# README's first command does.
+
+def _zh_pages():
+    return [f"{name}.html" for name in toc_order()] + ["search.html",
+                                                        "genindex.html"]
+
+
+@pytest.fixture(scope="module")
+def zh_build(build, tmp_path_factory):
+    from ddpdemo import zh_book
+    proc, html = build
+    if proc.returncode != 0:
+        pytest.fail("the English book did not build; see "
+                    "test_build_is_clean")
+    src = tmp_path_factory.mktemp("zh") / "zh-src"
+    zh = zh_book.build(ROOT, html=html / "zh", src=src,
+                       capture_output=True, text=True, timeout=540)
+    return zh, html
+
+
+def test_chinese_build_is_clean(zh_build):
+    proc, html = zh_build
+    log = proc.stdout + proc.stderr
+    assert [line for line in log.splitlines() if WARNING.search(line)] == []
+    assert proc.returncode == 0, log[-4000:]
+    for page in _zh_pages():
+        assert (html / "zh" / page).is_file(), f"zh/{page} was not built"
+
+
+def test_chinese_pages_have_chinese_theme_strings(zh_build):
+    _, html = zh_build
+    for page in _zh_pages():
+        text = (html / "zh" / page).read_text()
+        assert '<html lang="zh-CN"' in text, page
+        assert 'placeholder="搜索本书……"' in text, page
+    # The theme's own labels, from its zh_CN catalogue, and the ones
+    # ddpdemo/langswitch.py adds where that catalogue has none.
+    second = (html / "zh" / f"{toc_order()[1]}.html").read_text()
+    assert 'title="上一页"' in second and 'title="下一页"' in second
+    assert 'aria-label="颜色模式"' in second
+    assert 'title="链接到此标题"' in second
+    english = (html / f"{toc_order()[1]}.html").read_text()
+    assert 'aria-label="Color mode"' in english
+
+
+def _switch(text):
+    found = re.findall(r'<a class="[^"]*ddpdemo-lang-switch[^"]*" '
+                       r'href="([^"]+)" hreflang="([^"]+)" lang="([^"]+)"',
+                       text)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_every_page_links_to_its_other_edition(zh_build):
+    _, html = zh_build
+    for page in _zh_pages():
+        for here, there, lang in [(html / page, html / "zh" / page, "zh-CN"),
+                                  (html / "zh" / page, html / page, "en")]:
+            text = here.read_text()
+            href, hreflang, attr = _switch(text)
+            assert hreflang == attr == lang, (here, href)
+            assert (f'<link rel="alternate" hreflang="{lang}" '
+                    f'href="{href}" />') in text, here
+            target = (here.parent / href).resolve()
+            assert target == there.resolve(), (here, href)
+
+
+def test_chinese_search_index_has_chinese_words(zh_build):
+    import json
+    _, html = zh_build
+    text = (html / "zh" / "searchindex.js").read_text()
+    index = json.loads(text[text.index("(") + 1:text.rindex(")")])
+    # jieba splits the Chinese text into words; without it Sphinx would
+    # index whole runs of Chinese text (clauses) as single terms.
+    assert "死锁" in index["terms"]
+    chinese = [t for t in index["terms"] if re.search("[\u4e00-\u9fff]", t)]
+    assert len(chinese) > 500
+    assert max(map(len, chinese)) <= 8, max(chinese, key=len)
+
+
+def test_chinese_pages_load_cleanly(zh_build, visit):
+    # As test_every_page_loads_cleanly does for the English pages.
+    for page in _zh_pages():
+        visit.open(f"zh/{page}")
+        visit.page.mouse.wheel(0, 100_000)   # lazy content at the bottom
+        visit.page.wait_for_load_state("networkidle")
+        if visit.page.locator("span.math, div.math").count():
+            visit.page.locator("mjx-container").first.wait_for()
+        visit.problems = [f"zh/{page}: {p}" for p in visit.problems]
+        assert visit.problems == [], "\n".join(visit.problems)
+
+
+def test_language_switch_works_both_ways(zh_build, visit):
+    for name in toc_order():
+        page = visit.open(f"{name}.html")
+        link = page.locator("a.ddpdemo-lang-switch")
+        assert link.is_visible(), name
+        # A real link: reachable from the keyboard, followed with Enter.
+        link.focus()
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+        page.wait_for_load_state("networkidle")    # before leaving again
+        assert visit.path() == f"zh/{name}.html"
+        assert page.locator("html").get_attribute("lang") == "zh-CN"
+        with page.expect_navigation():
+            page.locator("a.ddpdemo-lang-switch").click()
+        page.wait_for_load_state("networkidle")
+        assert visit.path() == f"{name}.html"
+    assert visit.problems == [], "\n".join(visit.problems)
+
+
+def test_chinese_search_finds_deadlock(zh_build, visit):
+    page = visit.open(f"zh/{toc_order()[0]}.html")
+    page.keyboard.press("Control+k")
+    field = page.locator("input[name='q']:visible").first
+    field.fill("死锁")
+    with page.expect_navigation():
+        field.press("Enter")
+    assert visit.path() == "zh/search.html"
+    results = page.locator("#search-results ul.search li a")
+    results.first.wait_for()
+    hrefs = [a.get_attribute("href") for a in results.all()]
+    assert any("05_val_dataloader_deadlock" in h for h in hrefs), hrefs
+    assert visit.problems == [], "\n".join(visit.problems)

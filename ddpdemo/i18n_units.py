@@ -1,0 +1,131 @@
+"""How a page is cut into units of translation, and put back together.
+
+A Markdown page is cut before each heading (outside code fences; a MyST
+target "(label)=" above a heading goes with it), and each entry of a
+{glossary} block is a unit of its own, keyed by its first term line, which
+translations keep in English. What lies between units (blank lines, the
+glossary's fence and options) is not translated: render_md() puts the
+translated units back into the English page's text. A notebook's figure
+caption (a code cell's mystnb.figure.caption metadata) is a unit keyed
+"<cell id>:caption". Used by ddpdemo.i18n (issue 14).
+"""
+import re
+
+CAPTION = ":caption"    # a code cell's figure caption: "<cell id>:caption"
+
+
+def _slug(heading):
+    text = heading.lstrip("#").strip().lower()
+    return re.sub(r"[^a-z0-9]+", "-", text).strip("-") or "section"
+
+
+def _trim(text, start, end):
+    """(start, end) without the blank lines at either edge."""
+    while start < end and text[start] == "\n":
+        start += 1
+    while end > start and text[end - 1] == "\n":
+        end -= 1
+    return start, end
+
+
+def _sections(text):
+    """[(key, start, end)]: split before each heading outside code fences;
+    a MyST target line "(label)=" just above a heading travels with it."""
+    lines = text.split("\n")
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line) + 1)
+    starts, fence = [(0, "top")], None
+    for i, line in enumerate(lines):
+        m = re.match(r"^(`{3,}|~{3,})", line)
+        if m:
+            if fence is None:
+                fence = m.group(1)
+            elif line.startswith(fence) and not line[len(fence):].strip():
+                fence = None
+            continue
+        if fence is None and re.match(r"^#{1,6} ", line) and i > 0:
+            j = i
+            while j > 0 and re.match(r"^\(.+\)=\s*$", lines[j - 1]):
+                j -= 1
+            starts.append((j, _slug(line)))
+    return [(key, offsets[a], min(offsets[b], len(text)))
+            for (a, key), (b, _) in zip(starts,
+                                        starts[1:] + [(len(lines), "")])]
+
+
+GLOSSARY = re.compile(r"^(`{3,})\{glossary\}[^\n]*\n(?::[^\n]*\n)*"
+                      r"(.*?)^\1[ \t]*$", re.M | re.S)
+
+
+def _glossary_entries(key, text, start, end):
+    """[(key, start, end)] of a section: each {glossary} entry (its term
+    lines and definition) a unit keyed "term-<first term>", the text
+    around the block units of their own; the fence and options stay as
+    they are."""
+    spans, pos = [], start
+    for m in GLOSSARY.finditer(text, start, end):
+        spans.append((key, pos, m.start()))
+        body, body_end = m.start(2), m.end(2)
+        entry = re.compile(r"^(?=[^\s:])", re.M)   # a line starting a term
+        heads = []
+        for e in entry.finditer(text, body, body_end):
+            at = e.start()
+            if at == body or text[at - 2:at] == "\n\n":
+                heads.append(at)
+        for a, b in zip(heads, heads[1:] + [body_end]):
+            term = text[a:text.index("\n", a)]
+            spans.append((f"term-{_slug(term)}", a, b))
+        pos, key = m.end(), f"{key}-after"
+    spans.append((key, pos, end))
+    return spans
+
+
+def _md_spans(text):
+    """[(key, start, end)] of a Markdown page's units, in page order."""
+    keys, spans = set(), []
+    for key, start, end in _sections(text):
+        for key, a, b in _glossary_entries(key, text, start, end):
+            a, b = _trim(text, a, b)
+            if a == b:
+                continue
+            base, n = key, 2
+            while key in keys:
+                key, n = f"{base}-{n}", n + 1
+            keys.add(key)
+            spans.append((key, a, b))
+    return spans
+
+
+def md_units(text):
+    """{key: text} of a Markdown page's units, in page order."""
+    return {key: text[a:b] for key, a, b in _md_spans(text)}
+
+
+def render_md(text, zh):
+    """The page text with each unit replaced by zh[key]; what lies between
+    units (blank lines, a glossary's fence and options) unchanged."""
+    out, pos = [], 0
+    for key, a, b in _md_spans(text):
+        out += [text[pos:a], zh[key]]
+        pos = b
+    return "".join(out + [text[pos:]])
+
+
+def split_md_unit(key, text):
+    """{key: text} of one section, split as _md_spans splits a page
+    (glossary entries keyed by their first term line, which translations
+    keep in English)."""
+    found = {}
+    for k, a, b in _glossary_entries(key, text, 0, len(text)):
+        a, b = _trim(text, a, b)
+        if a < b:
+            found[k] = text[a:b]
+    return found
+
+
+def figure_caption(cell):
+    """A code cell's figure caption (MyST-NB's mystnb.figure.caption
+    metadata), or None."""
+    figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
+    return figure.get("caption")
