@@ -77,7 +77,9 @@ def parse_dumps(dumps, ranks):
             for r in ranks}
 
 
-QUIET = 6          # polls of 50 ms a finished dump stays unchanged
+QUIET = 10         # polls of 50 ms a dump without the reader's frames stays
+                   # unchanged before it counts as finished (a stuck rank
+                   # is in them, so this wait is the rare case)
 
 
 def dump_stack(pid, path, wait=5.0):

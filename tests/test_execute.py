@@ -26,12 +26,18 @@ def result(text):
                       execution_count=1)
 
 
-def test_sanitizers_are_the_four_nbval_uses():
+def test_sanitizers_are_the_five_nbval_uses():
     rules = execute.sanitizers()
-    assert len(rules) == 4
+    assert len(rules) == 5
     masked = execute.sanitize("took 1.25 s, pid 42, port 7, 3.5 GB/s, "
                               "rank 3", rules)
     assert masked == "took <T> s, pid <PID>, port <PORT>, <BW> GB/s, rank 3"
+    # An interactive figure's timings block, and nothing beside it.
+    block = ('<script type="application/json" data-timings>[0.25, 1e-3]'
+             '</script><p>rank 1 waited 0.25 s</p>')
+    assert execute.sanitize(block, rules) == (
+        '<script type="application/json" data-timings><TIMINGS></script>'
+        '<p>rank 1 waited 0.25 s</p>')
 
 
 def test_refresh_keeps_stored_text_that_differs_only_in_timings():

@@ -93,6 +93,7 @@ def announce(main=threading.main_thread().ident):
     while sys._current_frames()[main].f_code.co_name != "wait":
         time.sleep(0.01)
     print("ready", flush=True)
+    threading.Event().wait()    # a thread that exits mid-dump cuts it short
 def stuck_in_the_readers_code():
     threading.Thread(target=announce, daemon=True).start()
     threading.Event().wait()
@@ -112,5 +113,8 @@ def test_dump_stack_reads_the_stuck_function(tmp_path):
     finally:
         proc.kill()
         proc.wait(timeout=10)
+    with open(path) as f:
+        dump = f.read()
+    assert frames, f"no reader frames in the dump:\n{dump}"
     assert frames[0][2] == "stuck_in_the_readers_code"
     assert frames[-1][2] == "wait"          # threading.Event.wait
