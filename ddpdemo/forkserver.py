@@ -29,6 +29,8 @@ import sys
 import time
 import traceback
 
+from .guard import alive
+
 PARENT_POLL = 0.5   # s; how often the server looks for its kernel
 
 
@@ -146,7 +148,7 @@ def serve(parent, sock_path, listener):
         if wakeup[0] in ready:
             os.read(wakeup[0], 512)
         _reap(sock_path)
-        if not _alive(parent):
+        if not alive(parent):
             return
         if listener in ready:
             conn, _ = listener.accept()
@@ -156,16 +158,6 @@ def serve(parent, sock_path, listener):
                 if pid == 0:
                     _child(spec, (listener, conn), wakeup)
                 conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main(argv=None):

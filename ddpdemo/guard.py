@@ -29,7 +29,7 @@ def guard_parent(parent_pid, remove=None, period=0.5):
     def watch():
         while True:
             time.sleep(period)
-            if not _alive(parent_pid):
+            if not alive(parent_pid):
                 _kill_children()
                 if remove:
                     import shutil
@@ -39,7 +39,9 @@ def guard_parent(parent_pid, remove=None, period=0.5):
     threading.Thread(target=watch, name="ddpdemo-guard", daemon=True).start()
 
 
-def _alive(pid):
+def alive(pid):
+    """Whether pid is running, with no import beyond os (the guard and the
+    fork server load nothing they do not need)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -82,9 +82,9 @@ def units(page, root=ROOT):
     return md_units(path.read_text())
 
 
-def pages(root=ROOT):
-    """Every page of the book, as paths relative to root, in _toc.yml's
-    order; _toc.yml itself (title and captions) comes first."""
+def toc_names(root=ROOT):
+    """The book's document names (no suffix) in reading order: _toc.yml's
+    root, then every entry of every part."""
     toc = yaml.safe_load((Path(root) / TOC).read_text())
     names = [toc["root"]]
 
@@ -96,8 +96,14 @@ def pages(root=ROOT):
 
     for part in toc.get("parts", [toc]):
         walk(part.get("chapters", []))
+    return names
+
+
+def pages(root=ROOT):
+    """Every page of the book, as paths relative to root, in _toc.yml's
+    order; _toc.yml itself (title and captions) comes first."""
     found = [TOC]
-    for name in names:
+    for name in toc_names(root):
         for suffix in (".ipynb", ".md"):
             if (Path(root) / f"{name}{suffix}").is_file():
                 found.append(f"{name}{suffix}")
@@ -308,8 +314,8 @@ def main(argv=None):
     imp.add_argument("source", help="folder of <stem>.zh.json files")
     sub.add_parser("stale", help="stale or missing units, old and new "
                    "English side by side; exit status 1 if any")
-    build = sub.add_parser("build", help="derive the Chinese book and build "
-                           "it into _build/html/zh")
+    sub.add_parser("build", help="derive the Chinese book and build it "
+                   "into _build/html/zh")
     exp = sub.add_parser("export", help="DIR/<stem>.en.json of the units "
                          "to translate (stale or missing) for translators")
     exp.add_argument("target")

@@ -26,6 +26,8 @@ import urllib.parse
 import pytest
 import yaml
 
+from ddpdemo.i18n import toc_names
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Building takes seconds (notebooks are not executed), but CI is a busy
 # 2-core machine; every browser step has its own Playwright timeout too.
@@ -43,18 +45,8 @@ WARNING = re.compile(r"WARNING:|\[Warning\]")
 
 def toc_order():
     """Document names in reading order: the root, then every entry."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    names = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries:
-            if "file" in entry:
-                names.append(entry["file"])
-            walk(entry.get("sections", []))
-
-    for part in toc.get("parts", [toc]):
-        walk(part.get("chapters", []))
-    return [str(pathlib.PurePosixPath(n).with_suffix("")) for n in names]
+    return [str(pathlib.PurePosixPath(n).with_suffix(""))
+            for n in toc_names(ROOT)]
 
 
 def find_chromium():
