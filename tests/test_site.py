@@ -208,14 +208,20 @@ def test_every_page_loads_cleanly(visit, site):
     pages = built_pages(html)
     assert {f"{n}.html" for n in toc_order()} <= set(pages)
     for path in pages:
-        visit.open(path)
-        visit.page.mouse.wheel(0, 100_000)   # lazy content at the bottom
-        visit.page.wait_for_load_state("networkidle")
-        if visit.page.locator("span.math, div.math").count():
-            # MathJax, served by the site itself, typesets the formulas.
-            visit.page.locator("mjx-container").first.wait_for()
-        visit.problems = [f"{path}: {p}" for p in visit.problems]
-        assert visit.problems == [], "\n".join(visit.problems)
+        _load_cleanly(visit, path)
+
+
+def _load_cleanly(visit, path):
+    """Open a page, scroll to its end, wait for its formulas; assert no
+    console error, missing asset or outside request on the way."""
+    visit.open(path)
+    visit.page.mouse.wheel(0, 100_000)   # lazy content at the bottom
+    visit.page.wait_for_load_state("networkidle")
+    if visit.page.locator("span.math, div.math").count():
+        # MathJax, served by the site itself, typesets the formulas.
+        visit.page.locator("mjx-container").first.wait_for()
+    visit.problems = [f"{path}: {p}" for p in visit.problems]
+    assert visit.problems == [], "\n".join(visit.problems)
 
 
 def _reveal(page, element):
@@ -577,15 +583,8 @@ def test_chinese_search_index_has_chinese_words(zh_build):
 
 
 def test_chinese_pages_load_cleanly(zh_build, visit):
-    # As test_every_page_loads_cleanly does for the English pages.
     for page in _zh_pages():
-        visit.open(f"zh/{page}")
-        visit.page.mouse.wheel(0, 100_000)   # lazy content at the bottom
-        visit.page.wait_for_load_state("networkidle")
-        if visit.page.locator("span.math, div.math").count():
-            visit.page.locator("mjx-container").first.wait_for()
-        visit.problems = [f"zh/{page}: {p}" for p in visit.problems]
-        assert visit.problems == [], "\n".join(visit.problems)
+        _load_cleanly(visit, f"zh/{page}")
 
 
 def test_language_switch_works_both_ways(zh_build, visit):
