@@ -58,6 +58,20 @@ def _all_reduce_once():
     return t.tolist()
 
 
+def _small_all_reduces(iters):
+    """Median seconds of one 8-byte all_reduce on this rank, where the
+    recorder's per-collective cost is the largest share."""
+    import statistics
+    import torch
+    import torch.distributed as dist
+    t, times = torch.ones(2), []
+    for _ in range(iters):
+        start = time.perf_counter()
+        dist.all_reduce(t)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def _lonely_barrier():
     import torch.distributed as dist
     if dist.get_rank() == 0:
@@ -122,10 +136,48 @@ def hang_and_recover(cluster, reps):
     return statistics.median(detect), statistics.median(recover)
 
 
+def overhead(world_size=4, reruns=15, iters=200):
+    """The Flight Recorder's cost: two clusters side by side,
+    recorder on (torch's default size) and off, measured in alternation so
+    load on the machine falls on both alike. Medians: the notebook's rerun
+    of a 4-rank all_reduce (ms) and one small all_reduce inside the ranks
+    (us, the slowest rank's)."""
+    import statistics
+    from . import Cluster, flight
+    sizes = {"on": flight.DEFAULT_BUFFER, "off": 0}
+    clusters = {k: Cluster(world_size, backend="gloo", timeout=60,
+                           flight_recorder=v) for k, v in sizes.items()}
+    runs = {k: [] for k in sizes}
+    inner = {k: [] for k in sizes}
+    try:
+        for c in clusters.values():
+            c.start()
+            c.run(_small_all_reduces, 20)                  # warm up
+        for _ in range(reruns):
+            for k, c in clusters.items():
+                start = time.perf_counter()
+                c.run(_all_reduce_once)
+                runs[k].append(time.perf_counter() - start)
+        for _ in range(3):
+            for k, c in clusters.items():
+                inner[k].append(max(c.run(_small_all_reduces, iters)))
+    finally:
+        for c in clusters.values():
+            c.stop()
+    r = {}
+    for k in sizes:
+        r[f"rerun_ms_fr_{k}"] = statistics.median(runs[k]) * 1e3
+        r[f"allreduce_us_fr_{k}"] = statistics.median(inner[k]) * 1e6
+    r["fr_rerun_ratio"] = r["rerun_ms_fr_on"] / r["rerun_ms_fr_off"]
+    r["fr_allreduce_ratio"] = (r["allreduce_us_fr_on"]
+                               / r["allreduce_us_fr_off"])
+    return r
+
+
 def spare_memory_mb(cluster):
     """Memory of the cluster's spare engines, summed, in MB: (resident,
     unique to them)."""
-    from .processes import rss_bytes
+    from .runtime.processes import rss_bytes
     wait_for_spares(cluster)
     return (rss_bytes(cluster.spare_pids) / 1e6,
             rss_bytes(cluster.spare_pids, unique=True) / 1e6)
@@ -136,16 +188,18 @@ _DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown)\s+"
 
 
 def book_nbval(chapters=()):
-    """Strict nbval of the book's notebooks in one pytest run: ({notebook:
-    seconds}, total seconds, passed). A notebook's seconds are the sum of
-    its cells' setup, call and teardown times (pytest --durations)."""
-    book = os.path.join(ROOT, "book")
-    names = sorted(n for n in os.listdir(book) if n.endswith(".ipynb")
-                   and (not chapters or n.startswith(tuple(chapters))))
+    """Strict nbval of the book's notebooks (those of _toc.yml, in its
+    order) in one pytest run: ({notebook: seconds}, total seconds,
+    passed). A notebook's seconds are the sum of its cells' setup, call
+    and teardown times (pytest --durations). Needs the book extra."""
+    from .book.execute import book_notebooks
+    paths = [p for p in book_notebooks(ROOT)
+             if not chapters or p.name.startswith(tuple(chapters))]
+    names = [p.name for p in paths]
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "--durations=0",
-         "--durations-min=0", *[os.path.join("book", n) for n in names]],
+         "--durations-min=0", *[os.path.relpath(p, ROOT) for p in paths]],
         capture_output=True, text=True, cwd=ROOT, timeout=1800)
     total = time.perf_counter() - start
     return chapter_seconds(done.stdout, names), total, done.returncode == 0
@@ -202,8 +256,8 @@ def measure(full=False, book=True, chapters=()):
     finally:
         plain.stop()
     r["recover_speedup"] = r["recover_no_spares_s"] / r["recover_s"]
-    from . import flight          # the Flight Recorder's cost, on and off
-    r.update(flight.overhead(WORLD_SIZE, 30 if full else 15))
+    # The Flight Recorder's cost, on and off.
+    r.update(overhead(WORLD_SIZE, 30 if full else 15))
     if book:
         per, r["book_nbval_s"], r["book_nbval_passed"] = book_nbval(chapters)
         r["chapter_nbval_s"] = per

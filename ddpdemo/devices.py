@@ -1,5 +1,5 @@
 """Which device a rank uses and which network interface gloo binds to, in
-one place for the engines (ddpdemo.engine) and for torchrun scripts
+one place for the engines (ddpdemo.runtime.engine) and for torchrun scripts
 (ddpdemo.launch). Chapter 0 ("How the live cluster works") and chapter 1.
 
 Rank r of a host uses cuda:LOCAL_RANK under NCCL and the CPU under gloo,

@@ -7,10 +7,29 @@ import linecache
 import os
 import re
 
+from .runtime import engine
+
 # Frames below the reader's code that every stack dump shares; showing
-# them would bury the one line that matters.
-_ENGINE_FRAME = re.compile(r"ddpdemo[/\\]engine\.py$")
-_ENTRY_POINTS = ("call", "run_source")
+# them would bury the one line that matters. Found by reference: the
+# entry points' own code objects name their file, so moving engine.py
+# cannot silently turn every hang report into "had not started".
+_ENTRY_NAMES = {fn.__code__.co_name
+                for fn in (engine.call, engine.run_source)}
+
+
+def package_path(path):
+    """`ddpdemo/runtime/engine.py`: a file's path from the folder that
+    holds the package, with forward slashes; the same on every host (a
+    rank on another host has this virtualenv at the same or another
+    prefix), so a frame is matched by this suffix."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
+
+
+def in_module(path, module):
+    """Whether a frame's file (as a rank wrote it) is `module`'s file."""
+    return path.replace("\\", "/").endswith(
+        "/" + package_path(module.__file__))
 _FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<func>\S+)')
 _SITE = re.compile(r".*[/\\](?:site|dist)-packages[/\\]")
 _CELL = re.compile(r".*[/\\]ipykernel_\d+[/\\]\d+\.py$")
@@ -37,7 +56,8 @@ def parse_stack(dump):
     reader's code, outermost first, as (path, line, function) tuples.
 
     faulthandler lists threads one block at a time, most recent call
-    first; the thread we want is the one passing through ddpdemo.engine.
+    first; the thread we want is the one passing through an entry point
+    of ddpdemo.runtime.engine.
     """
     for block in dump.split("\n\n"):
         frames = []
@@ -47,7 +67,7 @@ def parse_stack(dump):
                 frames.append((match["file"], int(match["line"]),
                                match["func"]))
         for i, (path, _, func) in enumerate(frames):
-            if _ENGINE_FRAME.search(path) and func in _ENTRY_POINTS:
+            if func in _ENTRY_NAMES and in_module(path, engine):
                 return list(reversed(frames[:i]))
     return []
 

@@ -32,7 +32,6 @@ import tempfile
 import threading
 import time
 
-from .ledger import Ledger
 
 BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 DEFAULT_BUFFER = 2000   # FlightRecorder.hpp's default when neither is set
@@ -161,19 +160,6 @@ def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT,
             for r, rec in records.items()}
 
 
-def ledger(spec, ars, pending, ask, dead=(), stacks=None):
-    """The Ledger of a run that went wrong (see `collect`, which fills
-    `stacks`); None if the ranks cannot be reached (the error is then
-    shown without one)."""
-    if spec is None:
-        return None
-    try:
-        return Ledger(len(ars), collect(spec, ars, pending, ask, dead,
-                                        stacks=stacks), dead)
-    except Exception:
-        return None
-
-
 def write_dumps(records, directory, prefix="rank_", name_group=False):
     """Write each rank's raw dump as `<prefix><rank>`, the layout torch's
     analyzer (`python -m torch.distributed.flight_recorder.fr_trace`)
@@ -228,63 +214,3 @@ def analyze(directory, *args):
         log.removeHandler(keep)
         gc.enable()
     return lines
-
-
-def _all_reduce_once():
-    import torch
-    import torch.distributed as dist
-    t = torch.arange(2) + 1 + 2 * dist.get_rank()
-    dist.all_reduce(t)
-    return t.tolist()
-
-
-def _small_all_reduces(iters):
-    """Median seconds of one 8-byte all_reduce on this rank, where the
-    recorder's per-collective cost is the largest share."""
-    import statistics
-    import torch
-    import torch.distributed as dist
-    t, times = torch.ones(2), []
-    for _ in range(iters):
-        start = time.perf_counter()
-        dist.all_reduce(t)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def overhead(world_size=4, reruns=15, iters=200):
-    """The recorder's cost, for ddpdemo.bench: two clusters side by side,
-    recorder on (torch's default size) and off, measured in alternation so
-    load on the machine falls on both alike. Medians: the notebook's rerun
-    of a 4-rank all_reduce (ms) and one small all_reduce inside the ranks
-    (us, the slowest rank's)."""
-    import statistics
-    from .cluster import Cluster
-    sizes = {"on": DEFAULT_BUFFER, "off": 0}
-    clusters = {k: Cluster(world_size, backend="gloo", timeout=60,
-                           flight_recorder=v) for k, v in sizes.items()}
-    runs = {k: [] for k in sizes}
-    inner = {k: [] for k in sizes}
-    try:
-        for c in clusters.values():
-            c.start()
-            c.run(_small_all_reduces, 20)                  # warm up
-        for _ in range(reruns):
-            for k, c in clusters.items():
-                start = time.perf_counter()
-                c.run(_all_reduce_once)
-                runs[k].append(time.perf_counter() - start)
-        for _ in range(3):
-            for k, c in clusters.items():
-                inner[k].append(max(c.run(_small_all_reduces, iters)))
-    finally:
-        for c in clusters.values():
-            c.stop()
-    r = {}
-    for k in sizes:
-        r[f"rerun_ms_fr_{k}"] = statistics.median(runs[k]) * 1e3
-        r[f"allreduce_us_fr_{k}"] = statistics.median(inner[k]) * 1e6
-    r["fr_rerun_ratio"] = r["rerun_ms_fr_on"] / r["rerun_ms_fr_off"]
-    r["fr_allreduce_ratio"] = (r["allreduce_us_fr_on"]
-                               / r["allreduce_us_fr_off"])
-    return r

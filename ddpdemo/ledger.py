@@ -11,10 +11,15 @@ Introduced in chapter 5, "Diagnosis 4: the Flight Recorder".
 """
 import os
 
-from .errors import short_path
+from . import flight
+from .errors import in_module, short_path
+from .runtime import engine
 
 SHOWN = 4            # collectives per rank in the side-by-side view
-_HIDDEN = ("torch/", "contextlib.py", "ddpdemo/engine.py", "ddpdemo/flight.py")
+_HIDDEN = ("torch/", "contextlib.py")
+# ddpdemo's own frames between the reader's code and the collective,
+# found by reference (errors.in_module), so a move cannot unhide them.
+_HIDDEN_MODULES = (engine, flight)
 
 
 def _ranks(ranks):
@@ -28,6 +33,8 @@ def site(frames):
     names = [f["name"] for f in frames
              if not any(h in short_path(f["filename"]).replace(os.sep, "/")
                         for h in _HIDDEN)
+             and not any(in_module(f["filename"], m)
+                         for m in _HIDDEN_MODULES)
              and not short_path(f["filename"]).startswith("torch")]
     return " > ".join(reversed(names[:2]))
 

@@ -24,7 +24,7 @@ def _env(tmpdir):
     # ddpdemo even where it is not installed. TMPDIR: torchrun leaves a
     # `torchelastic_*` directory in the temporary directory of every run;
     # each run gets one of its own, removed afterwards.
-    from .processes import pythonpath
+    from .runtime.processes import pythonpath
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=pythonpath(),
                 TMPDIR=tmpdir)
 

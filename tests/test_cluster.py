@@ -1,4 +1,4 @@
-"""ddpdemo.cluster on real gloo groups: results, hangs, failures, inputs,
+"""ddpdemo.runtime.cluster on real gloo groups: results, hangs, failures, inputs,
 isolation and clean-up. Each test is bounded by pytest-timeout."""
 import os
 import subprocess
@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import ddpdemo
-from ddpdemo.cluster import State
-from ddpdemo.options import check_args
+from ddpdemo.runtime import forkserver, guard
+from ddpdemo.runtime.cluster import State
+from ddpdemo.runtime.options import check_args
 
 
 
@@ -46,8 +47,8 @@ def ipp_processes():
     """Controllers, fork servers and engines that this test process
     started (guarded with its pid; a forked engine keeps its fork server's
     command line): other people's clusters on the machine are not ours."""
-    mine = (f"ddpdemo.guard {os.getpid()} ",
-            f"ddpdemo.forkserver {os.getpid()} ")
+    mine = (f"{guard.__name__} {os.getpid()} ",
+            f"{forkserver.__name__} {os.getpid()} ")
     found = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
@@ -419,7 +420,7 @@ def test_without_spares_a_restart_launches_new_engines():
 
 
 def test_backend_variable_decides_what_auto_means(monkeypatch):
-    """DDPDEMO_BACKEND (set by `ddpdemo.execute --backend`) is what a
+    """DDPDEMO_BACKEND (set by `ddpdemo.book.execute --backend`) is what a
     notebook's Cluster(backend="auto") uses; a named backend is kept."""
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     monkeypatch.setenv("DDPDEMO_BACKEND", "nccl")

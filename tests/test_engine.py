@@ -1,4 +1,4 @@
-"""ddpdemo.engine, the code each rank's engine runs, called here in one
+"""ddpdemo.runtime.engine, the code each rank's engine runs, called here in one
 process: a cell's last expression, tensors sent back on the CPU, the
 rank's environment, and a one-rank gloo group through a FileStore."""
 import os
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from ddpdemo import engine
+from ddpdemo.runtime import engine
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""ddpdemo.engines, the ipyparallel side of a cluster, on one real local
+"""ddpdemo.runtime.engines, the ipyparallel side of a cluster, on one real local
 engine: launched with its rank, found, called (bounded), killed and its
 exit read back; a dying engine's log quoted."""
 import socket
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from ddpdemo import engine, processes
-from ddpdemo.engines import Engines
+from ddpdemo.runtime import engine, processes
+from ddpdemo.runtime.engines import Engines
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from ddpdemo import execute
+from ddpdemo.book import execute
 
-ROOT = pathlib.Path(execute.__file__).resolve().parent.parent
+ROOT = execute.ROOT
 
 
 def notebook(*outputs, source="print('x')"):
@@ -63,7 +63,7 @@ def test_refresh_stores_a_real_change():
 
 
 def run_execute(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "ddpdemo.execute", *args],
+    return subprocess.run([sys.executable, "-m", execute.__name__, *args],
                           capture_output=True, text=True, cwd=ROOT,
                           timeout=timeout)
 

@@ -1,4 +1,4 @@
-"""ddpdemo.forkserver: a forked child runs `python -m module` with the
+"""ddpdemo.runtime.forkserver: a forked child runs `python -m module` with the
 environment, directory and log it was given; its exit status (or signal)
 is recorded; the server ends with its parent."""
 import os
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ddpdemo import forkserver, processes
+from ddpdemo.runtime import forkserver, processes
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,7 +33,7 @@ def wait_for(predicate, within=20.0):
 def server(tmp_path):
     (tmp_path / "probe_module.py").write_text(textwrap.dedent(PROBE))
     sock = str(tmp_path / "fork.sock")
-    proc = subprocess.Popen([sys.executable, "-m", "ddpdemo.forkserver",
+    proc = subprocess.Popen([sys.executable, "-m", forkserver.__name__,
                              str(os.getpid()), sock, "json"], cwd=tmp_path)
     try:
         yield sock, tmp_path
@@ -69,7 +69,7 @@ def test_server_ends_with_its_parent(tmp_path):
     sock = str(tmp_path / "fork.sock")
     parent = subprocess.Popen([sys.executable, "-c", "import time; "
                                "time.sleep(60)"])
-    server = subprocess.Popen([sys.executable, "-m", "ddpdemo.forkserver",
+    server = subprocess.Popen([sys.executable, "-m", forkserver.__name__,
                                str(parent.pid), sock])
     try:
         assert wait_for(lambda: os.path.exists(sock))

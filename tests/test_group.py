@@ -1,7 +1,7 @@
-"""ddpdemo.group's bookkeeping against a stand-in for the engines: which
+"""ddpdemo.runtime.group's bookkeeping against a stand-in for the engines: which
 engine is which rank, LOCAL_RANK per host, the backend "auto" settles on,
 and which store each rank is given. (Real groups: test_cluster.py.)"""
-from ddpdemo import engine, group
+from ddpdemo.runtime import engine, group
 
 
 class Engines:

@@ -1,4 +1,4 @@
-"""The Chinese edition's translations (ddpdemo/i18n.py, ddpdemo/zh_book.py).
+"""The Chinese edition's translations (ddpdemo/book/i18n.py, ddpdemo/book/zh_book.py).
 
 Every page of _toc.yml has a translation file in i18n/zh/ and every unit
 (a notebook's markdown cell, a page's section, the title and captions) is
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from ddpdemo import i18n, zh_book
+from ddpdemo.book import i18n, zh_book
 
 ROOT = i18n.ROOT
 pytestmark = pytest.mark.timeout(120)
@@ -31,7 +31,7 @@ def test_every_page_has_a_translation_file():
 
 def test_every_unit_is_translated_from_the_current_english():
     found = [i18n.describe(*p) for p in i18n.problems()]
-    assert found == [], ("run `python -m ddpdemo.i18n stale`:\n"
+    assert found == [], ("run `python -m ddpdemo.book stale`:\n"
                          + "\n".join(found))
 
 
@@ -228,7 +228,7 @@ def test_a_changed_caption_is_stale(book):
 
 
 def test_stale_command_shows_old_and_new_english(book):
-    cmd = [sys.executable, "-m", "ddpdemo.i18n", "--root", str(book),
+    cmd = [sys.executable, "-m", "ddpdemo.book", "--root", str(book),
            "stale"]
     clean = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert clean.returncode == 0, clean.stderr
@@ -313,7 +313,7 @@ def test_chinese_config_is_the_english_one_in_chinese():
     assert zh.pop("title") == "标题"
     en.pop("title")
     assert zh == en
-    assert "ddpdemo.langswitch" in en["sphinx"]["config"]["extensions"]
+    assert "ddpdemo.book.langswitch" in en["sphinx"]["config"]["extensions"]
 
 
 @pytest.fixture(scope="module")
@@ -411,5 +411,5 @@ def test_readme_builds_both_editions():
     readme = (ROOT / "README.md").read_text()
     first = re.search(r"```bash\n(.*?)\n```", readme, re.S).group(1)
     assert "jupyter-book build ." in first
-    assert "ddpdemo.i18n build" in first
-    assert "python -m ddpdemo.i18n stale" in readme
+    assert "ddpdemo.book build" in first
+    assert "python -m ddpdemo.book stale" in readme

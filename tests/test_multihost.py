@@ -1,5 +1,5 @@
 """ddpdemo past one machine: `Cluster(world_size=4, engines="ssh")` on two
-hosts made of network namespaces (ddpdemo.hosts), two ranks on each.
+hosts made of network namespaces (tests/hosts.py), two ranks on each.
 
     .venv/bin/python -m pytest tests/test_multihost.py
 
@@ -20,7 +20,8 @@ import time
 
 import pytest
 
-from ddpdemo import devices, hosts
+import hosts
+from ddpdemo import devices
 
 SCENARIO_TIMEOUT = 240   # s; measured about 60 s on the loaded 2-core box
 HANG_TIMEOUT = 3.0       # s; the lonely barrier's bound
@@ -54,7 +55,7 @@ def probe():
     mine = {local for local, _ in ends}
     links = {(local[0], remote[0]) for local, remote in ends
              if remote not in mine}
-    from ddpdemo import engine
+    from ddpdemo.runtime import engine
     store = engine._keep["client_store"]     # the group's TCPStore
     return {"sum": int(t), "host": socket.gethostname(),
             "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME"),
@@ -157,7 +158,7 @@ def test_gloo_interface_on_one_machine():
 
 
 def test_ssh_hosts_must_hold_world_size_ranks():
-    from ddpdemo.ssh import SSHRanks
+    from ddpdemo.runtime.ssh import SSHRanks
     with pytest.raises(ValueError, match="hold 3 ranks, but world_size=4"):
         SSHRanks(4, "/tmp/ddpdemo-x", {"a": 2, "b": 1})
     ranks = SSHRanks(3, "/tmp/ddpdemo-x", {"a": 2, "me@b:2222": 1})

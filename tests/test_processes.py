@@ -1,4 +1,4 @@
-"""ddpdemo.processes and ddpdemo.guard: the guarded command, killing a
+"""ddpdemo.runtime.processes and ddpdemo.runtime.guard: the guarded command, killing a
 process and saying how it ended, and a guard ending its process (and
 removing a directory) when the parent it watches dies."""
 import os
@@ -7,13 +7,13 @@ import sys
 import textwrap
 import time
 
-from ddpdemo import guard, processes
+from ddpdemo.runtime import guard, processes
 
 
 def test_guarded_command_names_parent_remove_and_preload():
     cmd = processes.guarded("ipyparallel.engine", remove="/tmp/x",
                             preload=("torch",))
-    assert cmd == [sys.executable, "-m", "ddpdemo.guard", str(os.getpid()),
+    assert cmd == [sys.executable, "-m", guard.__name__, str(os.getpid()),
                    "--remove", "/tmp/x", "--preload", "torch",
                    "ipyparallel.engine"]
     assert guard.parse(cmd[3:] + ["--flag"]) == (
@@ -53,7 +53,7 @@ def test_guard_ends_its_process_and_removes_the_directory(tmp_path):
     doomed.mkdir()
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import subprocess, sys, threading
-        from ddpdemo import processes
+        from ddpdemo.runtime import processes
         cmd = processes.guarded("http.server", remove={str(doomed)!r})
         child = subprocess.Popen(cmd + ["--bind", "127.0.0.1", "0"],
                                  stdout=subprocess.DEVNULL,

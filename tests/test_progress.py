@@ -1,5 +1,5 @@
 """Progress for a person, silence under nbval and CI."""
-from ddpdemo.progress import Progress, interactive
+from ddpdemo.runtime.progress import Progress, interactive
 
 
 def test_progress_is_shown_to_a_person(monkeypatch, capsys):

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from ddpdemo import processes
+from ddpdemo.runtime import processes
 from ddpdemo.scripts import run_command, run_together, torchrun
 
 

@@ -26,7 +26,7 @@ import urllib.parse
 import pytest
 import yaml
 
-from ddpdemo.i18n import toc_names
+from ddpdemo.book.i18n import toc_names
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Building takes seconds (notebooks are not executed), but CI is a busy
@@ -501,7 +501,7 @@ if __name__ == "__main__":
 
 
 # --- The Chinese edition (issue 14): built from the English book and
-# i18n/zh/ by ddpdemo.zh_book into the same site's zh/ folder, as the
+# i18n/zh/ by ddpdemo.book.zh_book into the same site's zh/ folder, as the
 # README's first command does.
 
 def _zh_pages():
@@ -511,7 +511,7 @@ def _zh_pages():
 
 @pytest.fixture(scope="module")
 def zh_build(build, tmp_path_factory):
-    from ddpdemo import zh_book
+    from ddpdemo.book import zh_book
     proc, html = build
     if proc.returncode != 0:
         pytest.fail("the English book did not build; see "
@@ -538,7 +538,7 @@ def test_chinese_pages_have_chinese_theme_strings(zh_build):
         assert '<html lang="zh-CN"' in text, page
         assert 'placeholder="搜索本书……"' in text, page
     # The theme's own labels, from its zh_CN catalogue, and the ones
-    # ddpdemo/langswitch.py adds where that catalogue has none.
+    # ddpdemo/book/langswitch.py adds where that catalogue has none.
     second = (html / "zh" / f"{toc_order()[1]}.html").read_text()
     assert 'title="上一页"' in second and 'title="下一页"' in second
     assert 'aria-label="颜色模式"' in second

@@ -1,4 +1,4 @@
-"""ddpdemo.watch: bounded waits on the ranks, output in rank order, one
+"""ddpdemo.runtime.watch: bounded waits on the ranks, output in rank order, one
 line per failure, and a stuck process's stack read from a real dump.
 Results are stand-ins with ipyparallel's AsyncResult methods."""
 import subprocess
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ddpdemo import watch
+from ddpdemo.runtime import watch
 
 
 class Result:
@@ -86,7 +86,7 @@ def test_describe_error_is_one_line_with_the_remote_name():
 # still on its way there, and the dump would end elsewhere.
 STUCK = """
 import faulthandler, signal, sys, threading, time
-from ddpdemo import engine
+from ddpdemo.runtime import engine
 dump = open(sys.argv[1], "w")
 faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
 def announce(main=threading.main_thread().ident):

@@ -1,8 +1,8 @@
 """Re-execute the book's notebooks and store their outputs.
 
-    python -m ddpdemo.execute                # every notebook in _toc.yml
-    python -m ddpdemo.execute book/01_all_reduce.ipynb
-    python -m ddpdemo.execute --backend nccl --check   # GPUs: run, store nothing
+    python -m ddpdemo.book.execute                # every notebook in _toc.yml
+    python -m ddpdemo.book.execute book/01_all_reduce.ipynb
+    python -m ddpdemo.book.execute --backend nccl --check   # GPUs: run, store nothing
 
 The only way stored outputs change: never edit them by hand. Each notebook
 runs top to bottom in a fresh kernel, exactly as strict nbval will re-run
@@ -27,28 +27,17 @@ import re
 import sys
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]   # the repository
 CELL_TIMEOUT = 180  # s, the same bound nbval uses (pyproject.toml)
 
 
-def book_notebooks():
-    """Notebooks listed in _toc.yml, in reading order."""
-    import yaml
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                files.append(node["file"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-    walk(toc)
-    return [ROOT / (f + ".ipynb") for f in files
-            if (ROOT / (f + ".ipynb")).exists()]
+def book_notebooks(root=ROOT):
+    """Notebooks listed in _toc.yml, in reading order (the one reader of
+    _toc.yml's order is i18n.toc_names; ddpdemo.bench uses this too)."""
+    from .i18n import toc_names
+    root = pathlib.Path(root)
+    return [root / (f + ".ipynb") for f in toc_names(root)
+            if (root / (f + ".ipynb")).exists()]
 
 
 def clean(nb):

@@ -6,9 +6,9 @@ keyed "<cell id>:caption"); a section of a Markdown page (keyed by its
 heading's slug, "top" for what comes before the first heading), each
 entry of a {glossary} block being a unit of its own ("term-<slug>");
 or the book's title and a part's caption in _toc.yml ("title",
-"caption-N"). ddpdemo/i18n_units.py cuts pages into units. Code cells
+"caption-N"). ddpdemo/book/i18n_units.py cuts pages into units. Code cells
 and outputs are never translated: the Chinese notebooks are built from
-the English ones (ddpdemo/zh_book.py).
+the English ones (ddpdemo/book/zh_book.py).
 
 A translation file (i18n/zh/<page stem>.md) holds, for every unit, the
 English it translates, its hash, and the translation:
@@ -21,20 +21,19 @@ English it translates, its hash, and the translation:
     中文
 
 A unit whose English hash no longer matches the page is stale; check()
-names it, `python -m ddpdemo.i18n stale` shows the old and new English.
+names it, `python -m ddpdemo.book stale` shows the old and new English.
 
-    python -m ddpdemo.i18n import [DIR]   # DIR/<stem>.zh.json -> i18n/zh/
-    python -m ddpdemo.i18n stale          # stale or missing units, exit 1
-    python -m ddpdemo.i18n export DIR     # those as DIR/<stem>.en.json
-    python -m ddpdemo.i18n accept PAGE [KEY...]  # Chinese brought up to
+    python -m ddpdemo.book import [DIR]   # DIR/<stem>.zh.json -> i18n/zh/
+    python -m ddpdemo.book stale          # stale or missing units, exit 1
+    python -m ddpdemo.book export DIR     # those as DIR/<stem>.en.json
+    python -m ddpdemo.book accept PAGE [KEY...]  # Chinese brought up to
                                           # date: record the current English
-    python -m ddpdemo.i18n build          # the Chinese site, _build/html/zh
+    python -m ddpdemo.book build          # the Chinese site, _build/html/zh
 """
 import difflib
 import hashlib
 import json
 import re
-import sys
 from pathlib import Path
 
 import yaml
@@ -43,7 +42,7 @@ import yaml
 from .i18n_units import (CAPTION, figure_caption, md_units,  # noqa: F401
                          render_md, split_md_unit)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]   # the repository
 LANG = "zh"
 MARK = "%%% "
 TOC = "_toc.yml"        # the pseudo-page of the title and part captions
@@ -302,62 +301,3 @@ def translated(page, root=ROOT):
         raise LookupError("\n".join(describe(*p, root) for p in bad))
     entries = read(translation_file(page, root))[1]
     return {key: entries[key][2] for key in units(page, root)}
-
-
-def main(argv=None):
-    import argparse
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=ROOT,
-                        help="the book's root (default: this repository)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    imp = sub.add_parser("import", help="DIR/<stem>.zh.json into i18n/zh/")
-    imp.add_argument("source", help="folder of <stem>.zh.json files")
-    sub.add_parser("stale", help="stale or missing units, old and new "
-                   "English side by side; exit status 1 if any")
-    sub.add_parser("build", help="derive the Chinese book and build it "
-                   "into _build/html/zh")
-    exp = sub.add_parser("export", help="DIR/<stem>.en.json of the units "
-                         "to translate (stale or missing) for translators")
-    exp.add_argument("target")
-    acc = sub.add_parser("accept", help="after updating the Chinese of "
-                         "stale units, record their current English")
-    acc.add_argument("page")
-    acc.add_argument("keys", nargs="*", help="default: every stale or "
-                     "missing unit of the page")
-    dump = sub.add_parser("dump", help="a page's units as JSON")
-    dump.add_argument("page")
-    args = parser.parse_args(argv)
-    if args.command == "import":
-        for page, n in import_json(args.source, args.root).items():
-            print(f"{page}: {n} units")
-        return 0
-    if args.command == "stale":
-        report = stale_report(args.root)
-        print(report or "every unit is translated from the current English")
-        return 1 if problems(args.root) else 0
-    if args.command == "build":
-        from . import zh_book
-        try:
-            return zh_book.build(args.root).returncode
-        except LookupError as err:
-            print(err, file=sys.stderr)
-            return 1
-    if args.command == "export":
-        for page, n in export_todo(args.target, args.root).items():
-            print(f"{page}: {n} units to translate")
-        return 0
-    if args.command == "accept":
-        keys = args.keys or [k for p, k, what in problems(args.root)
-                             if p == args.page and what != "untranslated"]
-        accept(args.page, keys, args.root)
-        print(f"{args.page}: recorded the current English of "
-              f"{', '.join(keys) or 'no unit'}")
-        return 0
-    if args.command == "dump":
-        json.dump(units(args.page, args.root), sys.stdout,
-                  ensure_ascii=False, indent=1)
-        return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,7 @@ translations keep in English. What lies between units (blank lines, the
 glossary's fence and options) is not translated: render_md() puts the
 translated units back into the English page's text. A notebook's figure
 caption (a code cell's mystnb.figure.caption metadata) is a unit keyed
-"<cell id>:caption". Used by ddpdemo.i18n (issue 14).
+"<cell id>:caption". Used by ddpdemo.book.i18n (issue 14).
 """
 import re
 

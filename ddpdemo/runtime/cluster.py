@@ -11,12 +11,12 @@ timed-out gloo group is poisoned and a stuck gloo wait ignores SIGINT.
 Replacing them is quick because a local cluster keeps spare engines,
 started in the background once the group has formed: a restart kills the
 old engines, forms the group on the spares (well under a second) and
-starts the next spares. Local engines are forked from ddpdemo.forkserver,
+starts the next spares. Local engines are forked from ddpdemo.runtime.forkserver,
 which imported torch once, so starting one takes a fraction of a second.
 This module is the policy (life cycle, running, when to restart);
-ddpdemo.options checks what is asked for, ddpdemo.engines talks to
-ipyparallel, ddpdemo.group forms the group on a generation of engines,
-and ddpdemo.engine is what runs on the ranks.
+ddpdemo.runtime.options checks what is asked for, ddpdemo.runtime.engines talks to
+ipyparallel, ddpdemo.runtime.group forms the group on a generation of engines,
+and ddpdemo.runtime.engine is what runs on the ranks.
 """
 import atexit
 import enum
@@ -26,9 +26,10 @@ import tempfile
 import time
 import weakref
 
-from . import engine, flight, group, outcome, processes
+from .. import flight
+from . import engine, group, outcome, processes
 from .engines import Engines
-from .errors import HangError, RankError
+from ..errors import HangError, RankError
 from .magic import in_ipython, register, unregister
 from .options import (check_args, check_rendezvous, check_timeout,
                       requested_backend)
@@ -56,7 +57,7 @@ class Cluster:
     engines: ipyparallel's engine launcher ("local", "mpi", "slurm",
     "ssh", ...), or profile: the name of a running ipyparallel cluster.
     With engines="ssh", hosts={host: ranks} places the ranks (and
-    ssh_args=[...] goes to ssh); see ddpdemo.ssh.SSHRanks.
+    ssh_args=[...] goes to ssh); see ddpdemo.runtime.ssh.SSHRanks.
     rendezvous: "file" (local default: a FileStore in a private temporary
     directory, no listener) or "tcp" (rank 0 opens a TCPStore on port 0).
     spares: keep world_size spare engines ready (local clusters), so a
@@ -199,7 +200,7 @@ class Cluster:
     def _launch(self, generation):
         """Launch a generation of engines without waiting for them. Local
         ones are forked from a server that imported torch once: a spare is
-        then ready to form a group at once (ddpdemo.forkserver)."""
+        then ready to form a group at once (ddpdemo.runtime.forkserver)."""
         self._engines.launch(generation,
                              preload=("torch",) if self.local else ())
         self._launched = generation
@@ -227,7 +228,7 @@ class Cluster:
     # -- forming the group -----------------------------------------------
     def _form_group(self, progress):
         """Wait for this generation's engines and form the process group
-        on them (the steps are in ddpdemo.group)."""
+        on them (the steps are in ddpdemo.runtime.group)."""
         ids = self._engines.wait_for_generation(
             self.world_size, self._generation,
             time.monotonic() + self.start_timeout, progress)
@@ -325,7 +326,7 @@ class Cluster:
         """Every rank's Flight Recorder ledger, side by side, with the
         first divergence (chapter 5). Between runs the ranks answer on
         their main thread, so the ledger shows call sites too."""
-        from .ledger import Ledger
+        from ..ledger import Ledger
         self._ensure_ready()
         records = self._engines.call_each(self._ids, flight.record)
         return Ledger(self.world_size, dict(enumerate(records)))

@@ -5,7 +5,7 @@ ipyparallel engine, a separate Python process, and the functions here are
 what `ddpdemo.Cluster` sends to it (chapter 0, "How the live cluster
 works"). They set the rank's environment, arm a stack dump for hang
 diagnosis, form the process group and call the reader's code. The guard
-that ends an engine with its kernel is in ddpdemo.guard; devices are in
+that ends an engine with its kernel is in ddpdemo.runtime.guard; devices are in
 ddpdemo.devices.
 """
 import ast
@@ -16,8 +16,8 @@ import signal
 import socket
 import sys
 
-from .devices import (current_device, gloo_interface, gpu_count,
-                      nccl_device, reachable_address)
+from ..devices import (current_device, gloo_interface, gpu_count,
+                       nccl_device, reachable_address)
 
 # Objects that must live as long as the engine: the open stack-dump file
 # (faulthandler writes to its descriptor from a signal handler) and, on the

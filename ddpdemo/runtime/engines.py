@@ -1,10 +1,10 @@
 """Every contact with ipyparallel, in one place: its controller, the engine
 sets (one per rank, launched a generation at a time), the client, calls
-to the engines, and how an engine ended. Plumbing for ddpdemo.cluster,
+to the engines, and how an engine ended. Plumbing for ddpdemo.runtime.cluster,
 which decides *when* to do these things (chapter 0, "How the live
 cluster works").
 
-Local engines are forked from ddpdemo.forkserver (started here, beside
+Local engines are forked from ddpdemo.runtime.forkserver (started here, beside
 the controller), which imported torch once for all of them.
 
     engines = Engines(world_size=2, tmpdir=tmp).start()
@@ -25,7 +25,7 @@ from ipyparallel.cluster.launcher import (LocalControllerLauncher,
                                           LocalEngineLauncher,
                                           LocalEngineSetLauncher)
 
-from . import forkserver, processes
+from . import engine, forkserver, processes
 from .ssh import QuickSSHEngineSetLauncher, SSHRanks
 
 FORKSERVER_VARIABLE = "DDPDEMO_FORKSERVER"   # where a launcher asks for a fork
@@ -33,7 +33,7 @@ HEARTBEAT_MS = 250        # ipyparallel's default 3 s beat slows start-up
 CALL_TIMEOUT = 60.0       # s; one bounded step of start-up (import, init)
 # What the fork server imports once for every engine it forks.
 FORK_PRELOAD = ("torch", "torch.distributed", "ipyparallel.engine.app",
-                "ddpdemo.engine")
+                engine.__name__)
 POLL = 0.05               # s; how often a wait for engines looks
 
 
@@ -68,7 +68,7 @@ class _RecordingProcess:
 
 class RankEngineLauncher(LocalEngineLauncher):
     """A local engine whose exit status can be read afterwards, forked by
-    the cluster's ddpdemo.forkserver when its environment names one."""
+    the cluster's ddpdemo.runtime.forkserver when its environment names one."""
 
     _forkserver = None
 
@@ -112,10 +112,10 @@ class Engines:
     """The ipyparallel side of one Cluster: a controller and client, and
     the engine sets it launched, named `g<generation>-rank<r>`.
 
-    local: engines on this machine, each launched under ddpdemo.guard
+    local: engines on this machine, each launched under ddpdemo.runtime.guard
     with its RANK in its environment from birth. "ssh" with `hosts`
     in ipp_kwargs: one engine per rank too, each started by ipyparallel's
-    SSH launcher on its host (ddpdemo.ssh). Otherwise `launcher`
+    SSH launcher on its host (ddpdemo.runtime.ssh). Otherwise `launcher`
     is ipyparallel's engine launcher ("mpi", "slurm", ...), or `profile`
     names a running ipyparallel cluster whose engines we only use.
     """
@@ -161,7 +161,7 @@ class Engines:
             engines=(RankEngineSetLauncher if self._launcher == "local"
                      else QuickSSHEngineSetLauncher if self._ssh
                      else self._launcher),
-            # ddpdemo.cluster stops it at exit, engines first and fast;
+            # ddpdemo.runtime.cluster stops it at exit, engines first and fast;
             # ipyparallel's own hook would stop the controller first,
             # politely, and a kernel manager may kill us while it waits.
             shutdown_atexit=False,
@@ -187,18 +187,18 @@ class Engines:
         env = {"OMP_NUM_THREADS": "1", "PYTHONPATH": processes.pythonpath(),
                "IPP_NONINTERACTIVE": "1"}
         if self.local:
-            from .devices import loopback_interface
+            from ..devices import loopback_interface
             env["GLOO_SOCKET_IFNAME"] = loopback_interface()
         env.update(self._env)
         return env
 
     def _start_forkserver(self):
-        """Start ddpdemo.forkserver, which imports torch (while the
+        """Start ddpdemo.runtime.forkserver, which imports torch (while the
         controller starts) and then forks each local engine."""
         self._forkserver_path = os.path.join(self.tmpdir, "forkserver.sock")
         with open(os.path.join(self.tmpdir, "forkserver.log"), "ab") as log:
             self._forkserver = subprocess.Popen(
-                [sys.executable, "-m", "ddpdemo.forkserver",
+                [sys.executable, "-m", forkserver.__name__,
                  str(os.getpid()), self._forkserver_path, *FORK_PRELOAD],
                 env=dict(os.environ, **self._engine_env()),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -407,7 +407,7 @@ class Engines:
 
     def submit(self, ids, fn, *args):
         """Send fn(*args) to engines `ids` without waiting: one
-        AsyncResult per rank, for ddpdemo.watch to wait on."""
+        AsyncResult per rank, for ddpdemo.runtime.watch to wait on."""
         return [self.client[eid].apply_async(fn, *args) for eid in ids]
 
     def use_cloudpickle(self, ids):

@@ -1,6 +1,6 @@
 """A process that imports torch once and forks engines that need not.
 
-    python -m ddpdemo.forkserver PARENT_PID SOCKET MODULE...
+    python -m ddpdemo.runtime.forkserver PARENT_PID SOCKET MODULE...
 
 On two cores, importing torch (about 1.7 s of CPU) in every engine was
 most of a cluster's start-up, and again for every spare. This server
@@ -15,8 +15,8 @@ same idea). Chapter 0, "How the live cluster works".
 
 The server is the children's parent: it reaps them at once and writes
 each one's exit status to `exit-<pid>` next to SOCKET, where
-ddpdemo.engines reads how a rank ended. It exits when PARENT_PID (the
-notebook kernel) is gone; each child runs under ddpdemo.guard as usual.
+ddpdemo.runtime.engines reads how a rank ended. It exits when PARENT_PID (the
+notebook kernel) is gone; each child runs under ddpdemo.runtime.guard as usual.
 """
 import importlib
 import json

@@ -1,6 +1,6 @@
 """Start an ipyparallel process that ends itself if its notebook dies.
 
-    python -m ddpdemo.guard PARENT_PID [--remove DIR] [--preload MODULE]
+    python -m ddpdemo.runtime.guard PARENT_PID [--remove DIR] [--preload MODULE]
                             MODULE [ARGS...]
 
 Used by `Cluster` for the controller and every engine, spares included: a

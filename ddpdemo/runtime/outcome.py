@@ -1,7 +1,7 @@
 """What a run on the ranks came to: results, ranks that raised or died,
 ranks still stuck, and what to tell the reader about them.
 
-ddpdemo.cluster decides what to do next (restart, check the group);
+ddpdemo.runtime.cluster decides what to do next (restart, check the group);
 this module only gathers the facts, and it gathers them before anything
 is restarted, because a restart kills the ranks that hold them.
 """
@@ -9,7 +9,9 @@ import dataclasses
 import os
 import signal
 
-from . import flight, processes, watch
+from .. import flight
+from ..ledger import Ledger
+from . import processes, watch
 
 
 @dataclasses.dataclass
@@ -17,7 +19,7 @@ class Outcome:
     pending: list           # ranks still running at the timeout
     dead: list              # ranks whose process is gone
     errors: dict            # rank -> what went wrong (raised or died)
-    ledger: object = None   # flight.ledger(...) when something went wrong
+    ledger: object = None   # a Ledger, when something went wrong
     stacks: dict = None     # stuck rank -> frames, outermost first
 
 
@@ -42,7 +44,7 @@ def settle(ars, timeout, engines, ids, pids, is_alive, store, tmpdir=None):
     if not (errors or pending):
         return out
     dumps = {}
-    out.ledger = flight.ledger(
+    out.ledger = gather_ledger(
         store, ars, pending, dead=dead, stacks=dumps,
         ask=lambda ranks: engines.call_each(
             [ids[r] for r in ranks], flight.record, stacks=False))
@@ -54,3 +56,16 @@ def settle(ars, timeout, engines, ids, pids, is_alive, store, tmpdir=None):
         out.stacks = {r: watch.dump_stack(pids[r], os.path.join(
             tmpdir, f"stack-{r}.txt")) for r in pending}
     return out
+
+
+def gather_ledger(spec, ars, pending, ask, dead=(), stacks=None):
+    """The Ledger of a run that went wrong (see flight.collect, which
+    fills `stacks`); None if the ranks cannot be reached (the error is
+    then shown without one)."""
+    if spec is None:
+        return None
+    try:
+        return Ledger(len(ars), flight.collect(spec, ars, pending, ask, dead,
+                                               stacks=stacks), dead)
+    except Exception:
+        return None

@@ -1,7 +1,7 @@
 """The local processes behind a cluster, as the operating system sees
 them: the guarded command that starts one, whether it lives, killing it,
 and how it ended, in words. No ipyparallel here (that is
-ddpdemo.engines). Plumbing for ddpdemo.cluster (chapter 0).
+ddpdemo.runtime.engines). Plumbing for ddpdemo.runtime.cluster (chapter 0).
 """
 import os
 import signal
@@ -9,6 +9,8 @@ import sys
 import time
 
 import psutil
+
+from . import guard
 
 
 def guarded(module, remove=None, preload=()):
@@ -18,7 +20,7 @@ def guarded(module, remove=None, preload=()):
     extra = ["--remove", remove] if remove else []
     for name in preload:
         extra += ["--preload", name]
-    return [sys.executable, "-m", "ddpdemo.guard", str(os.getpid()),
+    return [sys.executable, "-m", guard.__name__, str(os.getpid()),
             *extra, module]
 
 

@@ -1,7 +1,7 @@
 """Ranks on other hosts, started over ssh by ipyparallel's SSH launcher:
 `Cluster(world_size=4, engines="ssh", hosts={"node1": 2, "node2": 2})`.
-Plumbing for ddpdemo.engines (README, "Past one machine"; tested on two
-hosts made of network namespaces, ddpdemo.hosts).
+Plumbing for ddpdemo.runtime.engines (README, "Past one machine"; tested on two
+hosts made of network namespaces, tests/hosts.py).
 
 One engine set per rank, like local clusters, so each engine has its
 RANK from birth; each started in one ssh round trip; killed and cleaned

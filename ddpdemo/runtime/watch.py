@@ -1,6 +1,6 @@
 """Waiting on the ranks with a bound, and saying what happened: which
 ranks finished, failed, died or are stuck, what they printed (in rank
-order), and where a stuck one is blocked. Plumbing for ddpdemo.cluster
+order), and where a stuck one is blocked. Plumbing for ddpdemo.runtime.cluster
 (chapter 0).
 """
 import os
@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 
-from .errors import parse_stack
+from ..errors import parse_stack
 
 FAILURE_GRACE = 1.0   # s; after one rank fails, how long the rest get
 POLL = 0.01           # s; how often a wait looks at the ranks
