@@ -31,9 +31,12 @@ SIZES_QUICK = [2 ** k for k in (10, 14, 18, 22, 26)]        # 1 KiB..64 MiB
 SIZES_FULL = [2 ** k for k in range(10, 27, 2)]
 RING_BYTES = 16 * 2 ** 20
 TARGETS = {"ready_vs_torchrun": ("<=", 1.5), "torchrun_vs_rerun": (">=", 50),
-           "recover_s": ("<=", 1.0), "book_nbval_s": ("<=", 100.0),
+           "recover_s": ("<=", 1.0), "recover_p95_s": ("<=", 0.3),
+           "book_nbval_s": ("<=", 100.0),
            "fr_rerun_ratio": ("<=", 1.05)}
-DETECT_SLACK = 3.0            # s a hang may take past its timeout
+# s a hang may take past its timeout: stacks and ledgers are gathered
+# side by side (issue 24), so 4 ranks are named as fast as 2.
+DETECT_SLACK = 0.3
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -47,6 +50,10 @@ def oneshot():
     rank, _, device = launch.init()
     t = torch.arange(2, device=device) + 1 + 2 * rank
     dist.all_reduce(t)
+    out = os.environ.get("DDPDEMO_ONESHOT_OUT")   # the test's check
+    if out:
+        with open(os.path.join(out, f"rank-{rank}.txt"), "w") as f:
+            f.write(str(t.tolist()))
     launch.finish()
 
 
@@ -117,9 +124,10 @@ def wait_for_spares(cluster, within=120.0):
         time.sleep(0.1)
 
 
-def hang_and_recover(cluster, reps):
+def hang_and_recover(cluster, reps, p95=False):
     """(median seconds to HangError, median seconds from it to the next
-    result): a lonely barrier, then an all_reduce on the new group."""
+    result[, their 95th percentile]): a lonely barrier, then an
+    all_reduce on the new group."""
     import ddpdemo
     detect, recover = [], []
     for _ in range(reps):
@@ -133,7 +141,15 @@ def hang_and_recover(cluster, reps):
         cluster.run(_all_reduce_once)
         detect.append(raised - start)
         recover.append(time.perf_counter() - raised)
-    return statistics.median(detect), statistics.median(recover)
+    medians = statistics.median(detect), statistics.median(recover)
+    return medians + (percentile(recover, 95),) if p95 else medians
+
+
+def percentile(values, p):
+    """The p-th percentile, inclusive (with few values: near the max)."""
+    if len(values) < 2:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[p - 1]
 
 
 def overhead(world_size=4, reruns=15, iters=200):
@@ -231,8 +247,8 @@ def measure(full=False, book=True, chapters=()):
         r["rerun_ms"] = statistics.median(reruns) * 1e3
         r["torchrun_vs_rerun"] = r["torchrun_oneshot_s"] * 1e3 / r["rerun_ms"]
         r["spare_rss_MB"], r["spare_uss_MB"] = spare_memory_mb(cluster)
-        r["hang_detect_s"], r["recover_s"] = hang_and_recover(
-            cluster, 3 if full else 2)
+        r["hang_detect_s"], r["recover_s"], r["recover_p95_s"] = \
+            hang_and_recover(cluster, 20 if full else 5, p95=True)
         r["hang_timeout_s"] = HANG_TIMEOUT
         r["default_timeout_s"] = _default_timeout()
         sizes = SIZES_FULL if full else SIZES_QUICK

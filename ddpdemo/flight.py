@@ -140,12 +140,13 @@ def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT,
     other live ranks are idle and asked directly, by `ask(ranks)`.
     `stacks`: a dict that gets each pending rank's thread dump (text)."""
     idle = [r for r in range(len(ars)) if r not in pending and r not in dead]
-    records = dict(zip(idle, ask(idle))) if idle else {}
-    if pending:
+    if pending:     # ask the stuck ranks first: they answer meanwhile
         store = open_store(spec)
         n = store.add("requests", 1)
         store.set(f"request/{n}", b"1")
         key, deadline = answer_key(n), time.monotonic() + timeout
+    records = dict(zip(idle, ask(idle))) if idle else {}
+    if pending:
         while (any(key not in ars[r].data for r in pending)
                and time.monotonic() < deadline):
             time.sleep(0.01)

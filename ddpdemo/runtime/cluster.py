@@ -167,6 +167,10 @@ class Cluster:
             self._engines = Engines(self.world_size, self._tmp,
                                     **self._engines_args).start()
             self.backend    # import torch here while the engines start
+            # ... and torch.distributed, which the first hang report needs
+            # to reach the group's store (about 3 s of CPU on a loaded
+            # 2-core machine: it once made a 4-rank hang take 6 s).
+            import torch.distributed   # noqa: F401
             if self._engines.can_restart:
                 self._launch(self._generation)
             self._form_group(progress)
@@ -306,9 +310,9 @@ class Cluster:
         """Send fn(*args) to every rank, wait (bounded), echo output, and
         turn failures into RankError and stuck ranks into HangError."""
         ars = self._engines.submit(self._ids, fn, *args)
-        out = outcome.settle(ars, timeout, self._engines, self._ids,
-                             self._pids, self._is_alive, self._flight,
-                             self._tmp if self.local else None)
+        out = outcome.settle(ars, timeout, outcome.Generation(
+            self._engines, self._ids, self._pids, self._is_alive,
+            store=self._flight, tmpdir=self._tmp if self.local else None))
         if out.errors:
             if out.pending or out.dead:
                 self._begin_restart()

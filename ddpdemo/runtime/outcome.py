@@ -23,38 +23,64 @@ class Outcome:
     stacks: dict = None     # stuck rank -> frames, outermost first
 
 
-def settle(ars, timeout, engines, ids, pids, is_alive, store, tmpdir=None):
+@dataclasses.dataclass
+class Generation:
+    """The ranks a run went to, as settle needs them: one object for the
+    cluster's current generation rather than six arguments."""
+    engines: object         # ddpdemo.runtime.engines.Engines
+    ids: list               # engine id of each rank, by rank
+    pids: list              # process id of each rank, by rank
+    is_alive: object        # is_alive(rank): its process still runs
+    store: tuple = None     # flight.store_spec of the group's store
+    tmpdir: str = None      # local clusters: where each engine's
+                            # faulthandler writes its stack on SIGUSR1
+
+    def dump_path(self, rank):
+        return os.path.join(self.tmpdir, f"stack-{rank}.txt")
+
+
+def settle(ars, timeout, gen):
     """Wait for every rank's result (bounded) and describe what failed.
 
-    `is_alive(rank)` looks at a rank's process; `store` reaches the
-    ranks' Flight Recorder side threads; `tmpdir` (local clusters) holds
-    the files each engine's faulthandler writes its stack to on SIGUSR1.
+    `gen` (a Generation) reaches the ranks: their processes, their Flight
+    Recorder side threads (through the group's store) and, for local
+    ranks, the files their faulthandler writes stacks to.
     """
     pending, failed, dead = watch.wait(
-        ars, timeout, is_alive,
-        grace=max(watch.FAILURE_GRACE, engines.death_notice_s))
+        ars, timeout, gen.is_alive,
+        grace=max(watch.FAILURE_GRACE, gen.engines.death_notice_s))
     # A remote rank's task fails (EngineError) when its engine dies.
-    dead += [r for r in failed if not is_alive(r)]
+    dead += [r for r in failed if not gen.is_alive(r)]
     failed = [r for r in failed if r not in dead]
     watch.echo_output(ars)
     errors = {r: watch.describe_error(ars[r]) for r in failed}
-    errors.update({r: processes.describe_exit(engines.exit_code(pids[r]))
-                   for r in dead})
+    errors.update({r: processes.describe_exit(
+        gen.engines.exit_code(gen.pids[r])) for r in dead})
     out = Outcome(pending, dead, errors)
     if not (errors or pending):
         return out
+    # Everything below is gathered side by side, so a hang is reported
+    # about as soon as it is seen: local stuck ranks are signalled first
+    # (their dumps are written while the ledger is gathered), then every
+    # rank's ledger is asked for (stuck ones answer through the store, with
+    # their own stack), then the signalled dumps are read.
+    signalled = {}
+    if gen.tmpdir is not None and hasattr(signal, "SIGUSR1"):
+        signalled = watch.signal_dumps(
+            {r: (gen.pids[r], gen.dump_path(r)) for r in pending})
     dumps = {}
     out.ledger = gather_ledger(
-        store, ars, pending, dead=dead, stacks=dumps,
-        ask=lambda ranks: engines.call_each(
-            [ids[r] for r in ranks], flight.record, stacks=False))
+        gen.store, ars, pending, dead=dead, stacks=dumps,
+        ask=lambda ranks: gen.engines.call_each(
+            [gen.ids[r] for r in ranks], flight.record, stacks=False))
     # Each stuck rank's own dump (it came with the ledger) is the way for
-    # ranks on other hosts; local ones are signalled, which also works
-    # when a rank's side thread cannot answer.
+    # ranks on other hosts; local ones are also signalled, which works
+    # when a rank's side thread cannot answer. A signalled dump that did
+    # not come keeps the stack the rank's responder sent.
     out.stacks = watch.parse_dumps(dumps, pending)
-    if tmpdir is not None and hasattr(signal, "SIGUSR1"):
-        out.stacks = {r: watch.dump_stack(pids[r], os.path.join(
-            tmpdir, f"stack-{r}.txt")) for r in pending}
+    for rank, frames in watch.read_dumps(signalled).items():
+        if frames is not None:
+            out.stacks[rank] = frames
     return out
 
 

@@ -9,6 +9,7 @@ import sys
 import time
 
 from ..errors import parse_stack
+from . import waiting
 
 FAILURE_GRACE = 1.0   # s; after one rank fails, how long the rest get
 POLL = 0.01           # s; how often a wait looks at the ranks
@@ -80,38 +81,65 @@ def parse_dumps(dumps, ranks):
 QUIET = 10         # polls of 50 ms a dump without the reader's frames stays
                    # unchanged before it counts as finished (a stuck rank
                    # is in them, so this wait is the rare case)
+DUMP_POLL = 0.05   # s
+
+
+def signal_dumps(targets):
+    """Ask stuck engines for their stacks, all at once, without waiting:
+    `targets` is {rank: (pid, dump file)}. Each engine registered
+    faulthandler for SIGUSR1 writing to its file; the dump is appended,
+    so each file's size before the signal is kept. Returns {rank: (path,
+    size before)} for the engines signalled (a gone one is left out)."""
+    sent = {}
+    for rank, (pid, path) in targets.items():
+        before = os.path.getsize(path) if os.path.exists(path) else 0
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            continue
+        sent[rank] = (path, before)
+    return sent
+
+
+def read_dumps(sent, wait=5.0):
+    """{rank: frames of its reader code, outermost first; [] if it was not
+    running the reader's code; None if no dump came} for the dumps
+    `signal_dumps` asked for, read side by side within one `wait`.
+
+    faulthandler writes line by line; on a loaded machine it can pause
+    longer than one poll mid-dump, and the signal may land on any thread,
+    so no marker line can be relied on to come last. A dump is finished
+    once the reader's frames are in and the file is still, or once it has
+    been still for QUIET polls.
+    """
+    size = {r: before for r, (_, before) in sent.items()}
+    still = dict.fromkeys(sent, 0)
+    done = {}
+
+    def all_finished():
+        for r, (path, before) in sent.items():
+            if r in done:
+                continue
+            now = os.path.getsize(path)
+            still[r] = still[r] + 1 if now > before and now == size[r] else 0
+            size[r] = now
+            if still[r] and (parse_stack(_read_from(path, before))
+                             or still[r] >= QUIET):
+                done[r] = True
+        return len(done) == len(sent)
+
+    waiting.until(all_finished, wait, every=DUMP_POLL)
+    out = {}
+    for r, (path, before) in sent.items():
+        dump = _read_from(path, before)
+        out[r] = parse_stack(dump) if dump else None
+    return out
 
 
 def dump_stack(pid, path, wait=5.0):
-    """Frames of a stuck engine's reader code, outermost first; [] if it
-    was not running the reader's code; None if no dump came.
-
-    The engine registered faulthandler for SIGUSR1 writing to `path`; the
-    dump is appended, so read from the size before the signal, and wait
-    until it stops growing (the signal may land on any thread, so no
-    marker line can be relied on to come last).
-    """
-    before = os.path.getsize(path) if os.path.exists(path) else 0
-    try:
-        os.kill(pid, signal.SIGUSR1)
-    except ProcessLookupError:
-        return None
-    # faulthandler writes line by line; on a loaded machine it can pause
-    # longer than one poll mid-dump. Stop once the reader's frames are in
-    # and the file is still, or once it has been still for QUIET polls.
-    deadline, size, still = time.monotonic() + wait, before, 0
-    frames = None
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        now = os.path.getsize(path)
-        still = still + 1 if now > before and now == size else 0
-        size = now
-        if still:
-            frames = parse_stack(_read_from(path, before))
-            if frames or still >= QUIET:
-                break
-    dump = _read_from(path, before)
-    return parse_stack(dump) if dump else None
+    """Frames of one stuck engine's reader code (see read_dumps)."""
+    sent = signal_dumps({0: (pid, path)})
+    return read_dumps(sent, wait).get(0) if sent else None
 
 
 def _read_from(path, offset):
