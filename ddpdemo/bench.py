@@ -119,9 +119,8 @@ def torchrun_oneshot(reps):
 def wait_for_spares(cluster, within=120.0):
     """Block until the cluster's spare engines have registered (bounded),
     so a measured recovery is the one a reader gets after reading."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline and not cluster.spares_ready():
-        time.sleep(0.1)
+    from .runtime import waiting
+    waiting.until(cluster.spares_ready, within, every=0.1)
 
 
 def hang_and_recover(cluster, reps, p95=False):

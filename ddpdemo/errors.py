@@ -91,8 +91,10 @@ class HangError(TimeoutError):
     of them to its frames (outermost first) where a dump could be taken.
     """
 
-    def __init__(self, ranks, timeout, world_size, stacks=None, ledger=None):
+    def __init__(self, ranks, timeout, world_size, stacks=None, ledger=None,
+                 restarts=True):
         self.ledger = ledger    # flight hook: a ddpdemo.ledger.Ledger
+        self.restarts = restarts    # False: engines we did not start
         self.ranks = sorted(ranks)
         self.timeout = timeout
         self.world_size = world_size
@@ -102,8 +104,8 @@ class HangError(TimeoutError):
     def _message(self):
         finished = [r for r in range(self.world_size) if r not in self.ranks]
         head = (f"{len(self.ranks)} of {self.world_size} ranks did not finish "
-                f"within {self.timeout:g} s: {_ranks(self.ranks)} "
-                f"(finished: {_ranks(finished) if finished else 'none'}).")
+                f"within {self.timeout:g} s: {ranks_text(self.ranks)} "
+                f"(finished: {ranks_text(finished) if finished else 'none'}).")
         parts = [head]
         for rank in self.ranks:
             frames = self.stacks.get(rank)
@@ -119,8 +121,14 @@ class HangError(TimeoutError):
                 parts.append(f"rank {rank}: no stack available")
         if self.ledger is not None:                      # flight hook
             parts.append(str(self.ledger))
-        parts.append("The cluster restarts its engines and forms a new group "
-                     "before the next run (variables on the ranks are lost).")
+        if self.restarts:
+            parts.append("The cluster restarts its engines and forms a new "
+                         "group before the next run (variables on the ranks "
+                         "are lost).")
+        else:
+            parts.append("This cluster cannot restart engines it did not "
+                         "start (profile=...): restart the ipyparallel "
+                         "cluster, then create a new Cluster.")
         return "\n".join(parts)
 
     def summary(self):
@@ -151,11 +159,13 @@ class RankError(RuntimeError):
         lines += [f"  rank {r}: {text}" for r, text in self.errors.items()]
         if self.blocked:
             lines.append(f"  still running, probably waiting for them: "
-                         f"{_ranks(self.blocked)} (the cluster restarts them)")
+                         f"{ranks_text(self.blocked)} (the cluster restarts them)")
         if ledger is not None and ledger.diverged:           # flight hook
             lines.append(str(ledger))   # a plain exception: no table
         super().__init__("\n".join(lines))
 
 
-def _ranks(ranks):
-    return "rank " + str(ranks[0]) if len(ranks) == 1 else f"ranks {ranks}"
+def ranks_text(ranks):
+    """`rank 1` or `ranks [0, 2]`: how every message names ranks."""
+    ranks = sorted(ranks)
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks}"

@@ -32,6 +32,8 @@ import tempfile
 import threading
 import time
 
+from .runtime import waiting
+
 
 BUFFER_VARS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 DEFAULT_BUFFER = 2000   # FlightRecorder.hpp's default when neither is set
@@ -147,9 +149,8 @@ def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT,
         key, deadline = answer_key(n), time.monotonic() + timeout
     records = dict(zip(idle, ask(idle))) if idle else {}
     if pending:
-        while (any(key not in ars[r].data for r in pending)
-               and time.monotonic() < deadline):
-            time.sleep(0.01)
+        waiting.until(lambda: all(key in ars[r].data for r in pending),
+                      deadline - time.monotonic())
         answers = {r: dict(ars[r].data.get(key) or {}) for r in pending}
         if stacks is not None:
             stacks.update({r: a["stack"] for r, a in answers.items()

@@ -12,7 +12,7 @@ Introduced in chapter 5, "Diagnosis 4: the Flight Recorder".
 import os
 
 from . import flight
-from .errors import in_module, short_path
+from .errors import in_module, ranks_text, short_path
 from .runtime import engine
 
 SHOWN = 4            # collectives per rank in the side-by-side view
@@ -20,11 +20,6 @@ _HIDDEN = ("torch/", "contextlib.py")
 # ddpdemo's own frames between the reader's code and the collective,
 # found by reference (errors.in_module), so a move cannot unhide them.
 _HIDDEN_MODULES = (engine, flight)
-
-
-def _ranks(ranks):
-    ranks = sorted(ranks)
-    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks}"
 
 
 def site(frames):
@@ -83,7 +78,7 @@ class Ledger:
     # -- the sentence ---------------------------------------------------
     def _diverge(self):
         if self.off:
-            return (f"the Flight Recorder is off on {_ranks(self.off)} "
+            return (f"the Flight Recorder is off on {ranks_text(self.off)} "
                     f"(buffer size 0), so no collectives were recorded "
                     f"and there is no ledger to compare.")
         ledgers = self.by_rank
@@ -102,7 +97,7 @@ class Ledger:
                 if e is not None:
                     kinds.setdefault((e["op"], e["what"]), []).append(r)
             if len(kinds) > 1:
-                parts = [f"{op}{' ' + what if what else ''} on {_ranks(rs)}"
+                parts = [f"{op}{' ' + what if what else ''} on {ranks_text(rs)}"
                          for (op, what), rs in kinds.items()]
                 return (f"the ranks disagree at collective #{seq}: "
                         + ", ".join(parts) + ".")
@@ -113,17 +108,17 @@ class Ledger:
                     f"rank {r} stopped at #{last[r]['seq']} "
                     f"({last[r]['op']})" if last[r] else f"rank {r} "
                     f"recorded none" for r in missing)
-                return (f"{_ranks(reached)} reached collective #{seq} "
-                        f"({op}), which {_ranks(missing)} never called: "
+                return (f"{ranks_text(reached)} reached collective #{seq} "
+                        f"({op}), which {ranks_text(missing)} never called: "
                         f"{before}.")
         lead = ("" if not self.dead else
-                f"{_ranks(self.dead)} died, and its ledger with it; ")
+                f"{ranks_text(self.dead)} died, and its ledger with it; ")
         if self.dead and top:
             op = next(e["op"] for e in last.values() if e and e["seq"] == top)
             return (lead + f"the others all reached collective #{top} "
                     f"({op}) and agree up to it.")
         if self.silent:
-            return (f"{_ranks(self.silent)} did not answer; the others "
+            return (f"{ranks_text(self.silent)} did not answer; the others "
                     f"agree up to collective #{top}.")
         if not top:
             return "no collectives recorded yet."
@@ -142,7 +137,7 @@ class Ledger:
                     sites.setdefault(e["site"], []).append(r)
             if len(sites) > 1:
                 return (f" But #{seq} paired different call sites: "
-                        + ", ".join(f"{s} on {_ranks(rs)}"
+                        + ", ".join(f"{s} on {ranks_text(rs)}"
                                     for s, rs in sites.items()) + ".")
         return ""
 

@@ -7,7 +7,7 @@ import sys
 import textwrap
 import time
 
-from ddpdemo.runtime import guard, processes
+from ddpdemo.runtime import guard, processes, waiting
 
 
 def test_guarded_command_names_parent_remove_and_preload():
@@ -76,3 +76,27 @@ def test_guard_ends_its_process_and_removes_the_directory(tmp_path):
 def test_unique_memory_is_at_most_resident_memory():
     me = [os.getpid()]
     assert 0 < processes.rss_bytes(me, unique=True) <= processes.rss_bytes(me)
+
+
+def test_a_zombie_is_not_alive_for_the_guard_nor_the_cluster():
+    """One meaning of alive: a child that exited but is not reaped yet
+    has ended, for the guard (which watches the kernel) as for the
+    cluster (which watches its ranks)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        assert waiting.until(lambda: not guard.alive(proc.pid), 30)
+        assert os.path.exists(f"/proc/{proc.pid}")     # a zombie, unreaped
+        assert processes.alive is guard.alive
+    finally:
+        proc.wait(timeout=10)
+    assert not guard.alive(proc.pid)
+    assert guard.alive(os.getpid())
+
+
+def test_until_returns_the_first_true_value_or_the_last_false_one():
+    calls = []
+    assert waiting.until(lambda: calls.append(1) or len(calls) >= 3 and 7,
+                         5, every=0) == 7
+    start = time.monotonic()
+    assert waiting.until(lambda: 0, 0.2) == 0
+    assert 0.2 <= time.monotonic() - start < 2

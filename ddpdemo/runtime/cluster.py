@@ -170,7 +170,7 @@ class Cluster:
             # ... and torch.distributed, which the first hang report needs
             # to reach the group's store (about 3 s of CPU on a loaded
             # 2-core machine: it once made a 4-rank hang take 6 s).
-            import torch.distributed   # noqa: F401
+            import torch.distributed  # noqa: F401
             if self._engines.can_restart:
                 self._launch(self._generation)
             self._form_group(progress)
@@ -323,7 +323,8 @@ class Cluster:
         if out.pending:
             self._begin_restart()
             raise HangError(out.pending, timeout, self.world_size,
-                            out.stacks, ledger=out.ledger)
+                            out.stacks, ledger=out.ledger,
+                            restarts=self._state != State.BROKEN)
         return [ar.get(timeout=1) for ar in ars]
 
     def ledger(self):

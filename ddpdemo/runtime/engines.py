@@ -1,11 +1,14 @@
-"""Every contact with ipyparallel, in one place: its controller, the engine
-sets (one per rank, launched a generation at a time), the client, calls
-to the engines, and how an engine ended. Plumbing for ddpdemo.runtime.cluster,
-which decides *when* to do these things (chapter 0, "How the live
-cluster works").
+"""The ipyparallel side of one Cluster: its controller and client, the
+generations of engines (one engine set per rank, or one per generation,
+launched a generation at a time), calls to the engines, and how an
+engine ended. Plumbing for ddpdemo.runtime.cluster, which decides *when*
+to do these things (chapter 0, "How the live cluster works"). Where the
+engines run is a placement (ddpdemo.runtime.placement: local, launcher;
+ddpdemo.runtime.ssh: ssh); the few private names of ipyparallel the
+runtime reaches are listed in IPP_PRIVATES below.
 
-Local engines are forked from ddpdemo.runtime.forkserver (started here, beside
-the controller), which imported torch once for all of them.
+Local engines are forked from ddpdemo.runtime.forkserver (started here,
+beside the controller), which imported torch once for all of them.
 
     engines = Engines(world_size=2, tmpdir=tmp).start()
     engines.launch(generation=0)            # one engine set per rank
@@ -14,87 +17,36 @@ the controller), which imported torch once for all of them.
 """
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import ipyparallel as ipp
-import psutil
 from ipyparallel.cluster.launcher import (LocalControllerLauncher,
                                           LocalEngineLauncher,
                                           LocalEngineSetLauncher)
 
-from . import engine, forkserver, processes
-from .ssh import QuickSSHEngineSetLauncher, SSHRanks
+from . import engine, forkserver, processes, waiting
+from .placement import (FORKSERVER_VARIABLE, LauncherPlacement,
+                        LocalPlacement)
+from .ssh import SSHRanks
 
-FORKSERVER_VARIABLE = "DDPDEMO_FORKSERVER"   # where a launcher asks for a fork
+# The names of ipyparallel's that are not its documented API and that the
+# runtime relies on, in one place; tests/test_engines.py fails if
+# ipyparallel drops one (pyproject.toml keeps it below version 10).
+IPP_PRIVATES = {
+    LocalEngineLauncher: ("_start_waiting",   # RankEngineLauncher's hook
+                          "process", "pid", "identifier", "args",
+                          "work_dir", "output_file", "notify_start"),
+    LocalEngineSetLauncher: ("launchers", "launcher_class"),
+    ipp.Cluster: ("engines", "controller", "controller_launcher_class"),
+}
 HEARTBEAT_MS = 250        # ipyparallel's default 3 s beat slows start-up
 CALL_TIMEOUT = 60.0       # s; one bounded step of start-up (import, init)
 # What the fork server imports once for every engine it forks.
 FORK_PRELOAD = ("torch", "torch.distributed", "ipyparallel.engine.app",
                 engine.__name__)
 POLL = 0.05               # s; how often a wait for engines looks
-
-
-class _RecordingProcess:
-    """psutil.Process whose wait() remembers the exit status.
-
-    ipyparallel's launcher reaps each engine in a thread the moment it
-    exits, and reports the status on an event loop that may not be running,
-    so without this a dead rank's signal would be lost, or reported only
-    sometimes, and notebook output would change from run to run.
-    """
-
-    def __init__(self, process, forkserver=None):
-        self._process = process
-        self._forkserver = forkserver
-        self.exit_code = None
-
-    def wait(self, timeout=None):
-        code = self._process.wait(timeout)
-        if self._forkserver is not None:
-            # Not our child: its parent, the fork server, recorded it.
-            deadline = time.monotonic() + 2.0
-            while code is None and time.monotonic() < deadline:
-                code = forkserver.read_exit(self._forkserver, self.pid)
-                time.sleep(0.01) if code is None else None
-        self.exit_code = code
-        return code
-
-    def __getattr__(self, name):
-        return getattr(self._process, name)
-
-
-class RankEngineLauncher(LocalEngineLauncher):
-    """A local engine whose exit status can be read afterwards, forked by
-    the cluster's ddpdemo.runtime.forkserver when its environment names one."""
-
-    _forkserver = None
-
-    def start(self):
-        env = dict(os.environ, **self.get_env())
-        self._forkserver = env.pop(FORKSERVER_VARIABLE, None)
-        if self._forkserver is None or self.args[1:2] != ["-m"]:
-            return super().start()
-        try:
-            self.pid = forkserver.request(self._forkserver, self.args[2:],
-                                          env, self.work_dir, self.output_file)
-        except OSError:     # the server is gone: start one the slow way
-            self._forkserver = None
-            return super().start()
-        self.process = psutil.Process(self.pid)
-        self.notify_start(self.pid)
-        self._start_waiting()
-
-    def _start_waiting(self):
-        self.process = _RecordingProcess(self.process, self._forkserver)
-        super()._start_waiting()
-
-
-class RankEngineSetLauncher(LocalEngineSetLauncher):
-    """ipyparallel's local engine set, made of RankEngineLaunchers."""
-    launcher_class = RankEngineLauncher
 
 
 def quiet_log():
@@ -112,30 +64,36 @@ class Engines:
     """The ipyparallel side of one Cluster: a controller and client, and
     the engine sets it launched, named `g<generation>-rank<r>`.
 
-    local: engines on this machine, each launched under ddpdemo.runtime.guard
-    with its RANK in its environment from birth. "ssh" with `hosts`
-    in ipp_kwargs: one engine per rank too, each started by ipyparallel's
-    SSH launcher on its host (ddpdemo.runtime.ssh). Otherwise `launcher`
-    is ipyparallel's engine launcher ("mpi", "slurm", ...), or `profile`
-    names a running ipyparallel cluster whose engines we only use.
+    Where the engines run is its placement: "local" (LocalPlacement),
+    "ssh" with `hosts` in ipp_kwargs (SSHRanks), otherwise ipyparallel's
+    engine launcher of that name ("mpi", "slurm", ...; LauncherPlacement).
+    With `profile`, a running ipyparallel cluster whose engines we only
+    use: no placement, and nothing of ours to restart.
     """
 
     def __init__(self, world_size, tmpdir, *, launcher="local",
                  profile=None, env=None, ipp_kwargs=None, fork=True):
         self.world_size = world_size
         self.tmpdir = tmpdir
-        self.local = profile is None and launcher == "local"
-        self._launcher, self._profile = launcher, profile
+        self._profile = profile
         self._env, self._ipp_kwargs = dict(env or {}), dict(ipp_kwargs or {})
         self._ipp = self._client = None
         self._forkserver = None
         self._used = set()      # engine ids given to a group so far
+        self.placement = self._place(launcher)
+        self.local = self.placement is not None and self.placement.local
         self.fork = fork and self.local and sys.platform == "linux"
-        self._ssh = None
-        if launcher == "ssh" and profile is None and "hosts" in ipp_kwargs:
-            self._ssh = SSHRanks(world_size, tmpdir,
-                                 self._ipp_kwargs.pop("hosts"),
-                                 self._ipp_kwargs.pop("ssh_args", ()))
+
+    def _place(self, launcher):
+        if self._profile is not None:
+            return None
+        if launcher == "local":
+            return LocalPlacement(self.world_size)
+        if launcher == "ssh" and "hosts" in self._ipp_kwargs:
+            return SSHRanks(self.world_size, self.tmpdir,
+                            self._ipp_kwargs.pop("hosts"),
+                            self._ipp_kwargs.pop("ssh_args", ()))
+        return LauncherPlacement(self.world_size, launcher)
 
     @property
     def can_restart(self):
@@ -154,13 +112,10 @@ class Engines:
         from IPython.core.profiledir import ProfileDir
         profile_dir = ProfileDir.create_profile_dir(
             os.path.join(self.tmpdir, "profile")).location
-        kwargs = dict(controller_ip="127.0.0.1") if self.local else {}
-        kwargs.update(self._ipp_kwargs)
+        kwargs = dict(self.placement.controller_kwargs, **self._ipp_kwargs)
         self._ipp = ipp.Cluster(
             profile_dir=profile_dir, delay=0, log=quiet_log(),
-            engines=(RankEngineSetLauncher if self._launcher == "local"
-                     else QuickSSHEngineSetLauncher if self._ssh
-                     else self._launcher),
+            engines=self.placement.engine_set_launcher,
             # ddpdemo.runtime.cluster stops it at exit, engines first and fast;
             # ipyparallel's own hook would stop the controller first,
             # politely, and a kernel manager may kill us while it waits.
@@ -207,45 +162,25 @@ class Engines:
     def _forkserver_ready(self):
         """True once the fork server listens; False if there is none or it
         died (an engine started the slow way then shows why)."""
-        deadline = time.monotonic() + CALL_TIMEOUT
-        while self._forkserver is not None and \
-                self._forkserver.poll() is None:
-            if os.path.exists(self._forkserver_path):
-                return True
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
-        return False
+        server = self._forkserver
+        if server is None:
+            return False
+        waiting.until(lambda: server.poll() is not None
+                      or os.path.exists(self._forkserver_path), CALL_TIMEOUT)
+        return server.poll() is None and os.path.exists(self._forkserver_path)
 
     # -- engine sets ---------------------------------------------------
     def launch(self, generation, preload=()):
-        """Start one engine set per rank (local), so each engine has its
-        RANK in its environment from birth; or one set of world_size.
-        `preload`: modules a local engine imports before it registers."""
+        """Launch a generation's engines, named g<generation>[-rank<r>],
+        as the placement places them. `preload`: modules a local engine
+        imports before it registers."""
         base = self._engine_env()
         if self._forkserver_ready():
             base[FORKSERVER_VARIABLE] = self._forkserver_path
         args = dict(engine_args=["--IPEngine.enable_nanny=False"])
-        if self._ssh is not None:
-            self._ssh.launch(self._ipp, generation, base, args)
-            return
-        if not self.local:
-            # No guard: this kernel's pid means nothing on another host;
-            # remote engines end when the controller's heartbeat stops.
-            self._ipp.start_engines_sync(
-                self.world_size, engine_set_id=f"g{generation}",
-                environment=base, **args)
-            return
-        args["engine_cmd"] = processes.guarded("ipyparallel.engine",
-                                               preload=preload)
-        for rank in range(self.world_size):
-            env = dict(base, RANK=str(rank), LOCAL_RANK=str(rank),
-                       WORLD_SIZE=str(self.world_size))
-            self._ipp.start_engines_sync(
-                1, engine_set_id=f"g{generation}-rank{rank}",
-                environment=env, **args)
+        self.placement.launch(self._ipp, generation, base, args, preload)
 
-    def _sets(self, generation=None):
+    def sets(self, generation=None):
         """{set id: engine set} of one generation, or of all."""
         if self._ipp is None:
             return {}
@@ -257,14 +192,14 @@ class Engines:
     def _launchers(self, generation=None):
         """(set id, engine launcher) of every engine still recorded."""
         return [(set_id, el)
-                for set_id, es in self._sets(generation).items()
+                for set_id, es in self.sets(generation).items()
                 for el in list(getattr(es, "launchers", {}).values())]
 
-    def _forget(self, generation=None):
+    def forget(self, generation=None):
         """Take a generation's engine sets (or all) out of ipyparallel's
         cluster, so its stop leaves them to us: {set id: engine set}."""
         return {set_id: self._ipp.engines.pop(set_id)
-                for set_id in self._sets(generation)}
+                for set_id in self.sets(generation)}
 
     def pids(self, generation=None):
         """Process ids of the local engines launched, in launch order."""
@@ -294,13 +229,10 @@ class Engines:
             return None
         launchers = [el for _, el in self._launchers()
                      if getattr(el, "pid", None) == pid]
-        deadline = time.monotonic() + wait
-        while launchers and time.monotonic() < deadline:
-            code = getattr(launchers[0].process, "exit_code", None)
-            if code is not None:
-                return code
-            time.sleep(0.01)
-        return None
+        if not launchers:
+            return None
+        return waiting.until(
+            lambda: getattr(launchers[0].process, "exit_code", None), wait)
 
     @property
     def death_notice_s(self):
@@ -316,23 +248,14 @@ class Engines:
 
     def kill(self, pids, generation=None):
         """SIGKILL: a rank stuck in a gloo wait ignores SIGINT and SIGTERM.
-        Remote engines' pids belong to other hosts: ask their launcher."""
-        if self.local:
-            processes.kill(pids)
-            return
-        if self._ssh is not None:
-            self._ssh.kill(self._forget(generation))
-            return
-        for es in self._sets(generation).values():
-            try:
-                es.signal(signal.SIGKILL)
-            except Exception:   # the launcher's stop still runs
-                pass
+        Remote engines' pids belong to other hosts: the placement knows
+        how to reach them."""
+        self.placement.kill(self, pids, generation)
 
     def stop_generation(self, generation):
         """Forget a generation's engine sets (their processes are dead or
         about to be) and remove their logs."""
-        for set_id in self._sets(generation):
+        for set_id in self.sets(generation):
             self._ipp.stop_engines_sync(set_id)
 
     def stop(self):
@@ -343,11 +266,9 @@ class Engines:
             except Exception:
                 pass
         if self._ipp is not None:
-            if self._ssh is not None:
-                self._ssh.kill(self._forget(), remove=True)
-            self.kill(self.pids())
+            self.placement.stop(self)
             controller = getattr(self._ipp.controller, "pid", -1)
-            if (self.local or self._ssh is not None) and controller > 0:
+            if self.placement.owns_controller and controller > 0:
                 # Nothing to save: SIGKILL, so stopping takes no grace time.
                 processes.kill_tree(controller)
             try:
@@ -363,18 +284,20 @@ class Engines:
     def wait_for_new(self, n, seen, deadline, progress=None, generation=None):
         """Ids of n engines not in `seen`, lowest first, once registered;
         TimeoutError after `deadline` (time.monotonic())."""
-        while True:
-            new = [i for i in self.client.ids if i not in seen]
+        new = []
+
+        def enough():
+            new[:] = [i for i in self.client.ids if i not in seen]
             if progress:
                 progress.update(f"engines {min(len(new), n)}/{n}")
-            if len(new) >= n:
-                return sorted(new)[:n]
-            if generation is not None:
+            if len(new) < n and generation is not None:
                 self.check_started(generation)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"only {len(new)} of {n} engines started "
-                                   f"within the start timeout")
-            time.sleep(POLL)
+            return len(new) >= n
+
+        if not waiting.until(enough, deadline - time.monotonic(), POLL):
+            raise TimeoutError(f"only {len(new)} of {n} engines started "
+                               f"within the start timeout")
+        return sorted(new)[:n]
 
     def wait_for_generation(self, n, generation, deadline, progress=None):
         """Ids of n engines no group has used, once registered (raising if

@@ -40,15 +40,25 @@ def guard_parent(parent_pid, remove=None, period=0.5):
 
 
 def alive(pid):
-    """Whether pid is running, with no import beyond os (the guard and the
-    fork server load nothing they do not need)."""
+    """Whether pid is running: it exists and is not a zombie (one that
+    exited and waits to be reaped has ended). The one meaning of alive in
+    the runtime (processes.alive is this function). Read from /proc, not
+    psutil: the guard and the fork server import only the standard
+    library, and nothing they do not need."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            # pid (comm) STATE ...; comm may hold spaces and parentheses.
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False            # it went while we looked
+    except (OSError, IndexError):
+        return True             # no /proc here: existing is all we see
 
 
 def _kill_children():

@@ -6,11 +6,10 @@ ddpdemo.runtime.engines). Plumbing for ddpdemo.runtime.cluster (chapter 0).
 import os
 import signal
 import sys
-import time
 
 import psutil
 
-from . import guard
+from . import guard, waiting
 
 
 def guarded(module, remove=None, preload=()):
@@ -31,11 +30,7 @@ def pythonpath():
     return here + (os.pathsep + old if old else "")
 
 
-def alive(pid):
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+alive = guard.alive     # running, and not a zombie
 
 
 def kill(pids, wait=5.0):
@@ -49,9 +44,7 @@ def kill(pids, wait=5.0):
     # Wait until each is gone or a zombie, without reaping it: reaping
     # here (psutil's wait) would take the exit status from the launcher's
     # own reaper thread, and a dead rank's signal would be lost.
-    deadline = time.monotonic() + wait
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    waiting.until(lambda: not any(alive(pid) for pid in pids), wait)
 
 
 def kill_tree(pid, wait=5.0):

@@ -62,7 +62,8 @@ class QuickSSHEngineSetLauncher(SSHEngineSetLauncher):
 
 
 class SSHRanks:
-    """Ranks on hosts reached by ssh (`engines="ssh"`): one engine set
+    """Ranks on hosts reached by ssh (`engines="ssh"`), a placement of
+    ddpdemo.runtime.placement's interface: one engine set
     per rank, each of one engine started on its host by ipyparallel's SSH
     engine launcher (QuickSSHEngineLauncher) with the rank's RANK,
     LOCAL_RANK and WORLD_SIZE in its environment from birth.
@@ -82,6 +83,10 @@ class SSHRanks:
     """
 
     SSH_TIMEOUT = 15.0   # s; one ssh command (a start, a kill)
+    engine_set_launcher = QuickSSHEngineSetLauncher
+    controller_kwargs = {}
+    local = False
+    owns_controller = True   # the controller is local: kill its tree
 
     def __init__(self, world_size, tmpdir, hosts, ssh_args=()):
         if sum(hosts.values()) != world_size:
@@ -94,7 +99,7 @@ class SSHRanks:
             host: tmpdir.rstrip("/") + "-" + re.sub(r"[^\w.-]", "_", host)
             for host in hosts}
 
-    def launch(self, ipp_cluster, generation, env, args):
+    def launch(self, ipp_cluster, generation, env, args, preload=()):
         """One engine set of one engine per rank, each on its host."""
         world_size = len(self.slots)
         for rank, (host, local_rank) in enumerate(self.slots):
@@ -118,7 +123,16 @@ class SSHRanks:
         except subprocess.TimeoutExpired:
             pass
 
-    def kill(self, engine_sets, remove=False):
+    def kill(self, engines, pids, generation=None):
+        """SIGKILL a generation's engines (their pids belong to other
+        hosts: found from their launchers), and forget them."""
+        self.kill_sets(engines.forget(generation))
+
+    def stop(self, engines):
+        """Every engine, and each host's directory."""
+        self.kill_sets(engines.forget(), remove=True)
+
+    def kill_sets(self, engine_sets, remove=False):
         """SIGKILL the engines of these sets, one ssh per host, and
         forget them (ipyparallel's own stop would take two ssh and a
         remote Python per engine); `remove`: also each host's directory.
