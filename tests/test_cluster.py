@@ -13,7 +13,6 @@ import torch
 import ddpdemo
 from ddpdemo.runtime import forkserver, guard
 from ddpdemo.runtime.cluster import State
-from ddpdemo.runtime.options import check_args
 
 
 
@@ -201,10 +200,6 @@ def test_nccl_with_too_few_gpus_says_how_many():
 def test_run_timeout_is_validated(cluster):
     with pytest.raises(ValueError, match="positive number"):
         cluster.run(all_reduce_example, timeout=0)
-
-
-def test_check_args_accepts_good_input():
-    check_args(4, "gloo", 2.5)
 
 
 def test_four_ranks_and_two_clusters_at_once():

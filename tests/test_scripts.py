@@ -73,7 +73,12 @@ def test_commands_run_together_at_once_and_print_in_order(capsys, tmp_path):
                    f"$ python {script} {b} {a}", "ran b", "exit status: 0"]
 
 
-def test_commands_run_together_are_bounded():
+def test_commands_run_together_are_bounded(tmp_path):
+    pidfile = tmp_path / "pid"
+    code = (f"import os, time; open({str(pidfile)!r}, 'w')"
+            ".write(str(os.getpid())); time.sleep(30)")
     with pytest.raises(subprocess.TimeoutExpired):
-        run_together(("python", "-c", "import time; time.sleep(30)"),
-                     ("python", "-c", "pass"), timeout=1)
+        run_together(("python", "-c", code), ("python", "-c", "pass"),
+                     timeout=3)
+    # The sleeping one was killed, not left behind.
+    assert not processes.alive(int(pidfile.read_text()))

@@ -1,0 +1,109 @@
+"""ddpdemo.runtime.outcome.settle against a stand-in for the engines and
+the ranks' AsyncResults (as test_group.py does for group): which ranks
+finished, failed, died or are stuck, and the stacks a hang report shows.
+(Real ranks: test_cluster.py.)"""
+import datetime
+import subprocess
+import sys
+import threading
+
+from ddpdemo import flight
+from ddpdemo.runtime import engine, outcome
+
+
+class Result:
+    """An AsyncResult stand-in: done or not, failed or not."""
+
+    def __init__(self, done=True, error=None):
+        self.done, self.error = done, error
+        self.stdout = self.stderr = ""
+        self.data = {}
+
+    def ready(self):
+        return self.done
+
+    def successful(self):
+        return self.error is None
+
+    def get(self, timeout=None):
+        if self.error:
+            raise self.error
+        return "ok"
+
+    def wait_for_output(self, timeout=None):
+        pass
+
+
+class Engines:
+    """The engines as settle reaches them: idle ranks' records, exits."""
+    death_notice_s = 0.0
+
+    def __init__(self):
+        self.asked = []
+
+    def exit_code(self, pid):
+        return -9
+
+    def call_each(self, ids, fn, **kwargs):
+        self.asked.append((list(ids), fn, kwargs))
+        return [{"rank": i, "dump": {"entries": []}} for i in ids]
+
+
+def gone_pid():
+    """A pid that no longer runs (its process was reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait(timeout=30)
+    return proc.pid
+
+
+def generation(alive=lambda r: True, **kwargs):
+    return outcome.Generation(Engines(), ids=[10, 11], pids=[1, 2],
+                              is_alive=alive, **kwargs)
+
+
+def test_a_clean_run_gathers_nothing():
+    gen = generation()
+    out = outcome.settle([Result(), Result()], 5, gen)
+    assert (out.pending, out.dead, out.errors) == ([], [], {})
+    assert out.ledger is None and gen.engines.asked == []
+
+
+def test_a_raising_and_a_dead_rank_are_described():
+    gen = generation(alive=lambda r: r == 0)
+    out = outcome.settle([Result(error=ValueError("bad")),
+                          Result(done=False)], 5, gen)
+    assert out.dead == [1] and out.pending == []
+    assert out.errors == {0: "ValueError: bad",
+                          1: "process died (signal SIGKILL)"}
+
+
+def test_a_stuck_rank_without_a_store_has_no_stack():
+    out = outcome.settle([Result(), Result(done=False)], 0.1, generation())
+    assert out.pending == [1] and out.ledger is None
+    assert out.stacks == {1: None}
+
+
+def test_a_failed_signal_dump_keeps_the_stack_the_responder_sent(tmp_path):
+    """Rank 1's process cannot be signalled (it is gone); its side thread
+    had answered with its stack, and that stack is what is shown."""
+    spec = flight.store_spec(file_path=str(tmp_path / "store"))
+    ars = [Result(), Result(done=False)]
+    dump = ("Current thread 0x1 (most recent call first):\n"
+            '  File "/t/cell.py", line 3 in stuck\n'
+            f'  File "{engine.__file__}", line 1 in call\n')
+    store = flight.open_store(spec)
+
+    def responder():
+        store.wait(["request/1"], datetime.timedelta(seconds=30))
+        ars[1].data[flight.answer_key(1)] = {"rank": 1, "stack": dump,
+                                             "dump": {"entries": []}}
+    thread = threading.Thread(target=responder, daemon=True)
+    thread.start()
+    gen = outcome.Generation(Engines(), ids=[10, 11], pids=[1, gone_pid()],
+                             is_alive=lambda r: True, store=spec,
+                             tmpdir=str(tmp_path))
+    out = outcome.settle(ars, 0.1, gen)
+    thread.join(timeout=10)
+    assert out.pending == [1]
+    assert out.stacks == {1: [("/t/cell.py", 3, "stuck")]}
+    assert gen.engines.asked[0][0] == [10]     # idle rank 0, directly
