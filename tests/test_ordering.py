@@ -9,21 +9,38 @@ from ddpdemo.ordering import (RankZeroFailed, torch_distributed_zero_first,
                               torch_distributed_zero_first_safe)
 
 
-BODY_S = 0.3   # how long rank 0 spends inside the block
+MARKER_WAIT = 30   # s; bound on waiting for the other rank's marker
 
 
-def body_times(safe=False):
-    """(start, end) of the block on this rank; rank 0's block is slow."""
+def marker_order(directory, safe=False):
+    """What each rank saw of the other's marker files, around the block.
+
+    Rank 1 leaves "1-arrived" just before the `with`; rank 0, inside the
+    block, waits (bounded) for it, so rank 1 is at the barrier or past
+    it, then records whether rank 1 is already inside ("1-inside"), and
+    leaves "0-left" as it leaves. Rank 1, once inside, records whether
+    "0-left" was there. No sleep and no clock compared across processes:
+    the files say who was where."""
+    import os
     import torch.distributed as dist
+    from ddpdemo.runtime import waiting
     rank = dist.get_rank()
+    mark = lambda name: open(os.path.join(directory, name), "w").close()
+    seen = lambda name: os.path.exists(os.path.join(directory, name))
     zero_first = (torch_distributed_zero_first_safe if safe
                   else torch_distributed_zero_first)
+    if rank == 1:
+        mark("1-arrived")
     with zero_first(rank):
-        start = time.time()
         if rank == 0:
-            time.sleep(BODY_S)
-        end = time.time()
-    return start, end
+            arrived = bool(waiting.until(lambda: seen("1-arrived"),
+                                         MARKER_WAIT))
+            saw = {"1-arrived": arrived, "1-inside": seen("1-inside")}
+            mark("0-left")
+        else:
+            mark("1-inside")
+            saw = {"0-left": seen("0-left")}
+    return saw
 
 
 def rank_0_raises(safe):
@@ -40,11 +57,12 @@ def rank_0_raises(safe):
 
 
 @pytest.mark.parametrize("safe", [False, True])
-def test_rank_0_finishes_the_block_before_others_start(cluster, safe):
-    (start0, end0), (start1, end1) = cluster.run(body_times, safe)
-    assert end0 - start0 >= BODY_S
-    assert start1 >= end0          # rank 1 waited for rank 0's block
-    assert end1 - start1 < BODY_S  # and did not sleep itself
+def test_rank_0_finishes_the_block_before_others_start(cluster, safe,
+                                                       tmp_path):
+    saw0, saw1 = cluster.run(marker_order, str(tmp_path), safe)
+    # Rank 1 had reached the block while rank 0 was in it, and waited.
+    assert saw0 == {"1-arrived": True, "1-inside": False}
+    assert saw1 == {"0-left": True}
 
 
 def test_rank_minus_one_takes_no_barrier():
@@ -74,12 +92,11 @@ def test_rank_0_raising_leaves_the_others_waiting(cluster):
     assert info.value.blocked == [1]
 
 
-def test_safe_variant_fails_every_rank_at_once(cluster):
+def test_safe_variant_fails_every_rank_at_once(cluster, tmp_path):
     with pytest.raises(ddpdemo.RankError) as info:
         cluster.run(rank_0_raises, True, timeout=10)
     assert info.value.blocked == []
     assert "ConnectionError" in info.value.errors[0]
     assert RankZeroFailed.__name__ in info.value.errors[1]
     # Nobody was left in a collective, so the group still works.
-    (_, end0), (start1, _) = cluster.run(body_times)
-    assert start1 >= end0
+    assert cluster.run(marker_order, str(tmp_path))[1] == {"0-left": True}
