@@ -53,3 +53,34 @@ def launch_ranks(*args, classic=False, nproc=2, cwd=ROOT,
 def torchrun():
     """launch_ranks, for tests: torchrun(*args, classic=False, ...)."""
     return launch_ranks
+
+
+class StandInResult:
+    """ipyparallel's AsyncResult, stood in for: done or not, failed or
+    not, with printed output and a data channel (what the runtime's
+    waits and reports read of it)."""
+
+    def __init__(self, done=True, error=None, stdout="", stderr=""):
+        self.done, self.error = done, error
+        self.stdout, self.stderr = stdout, stderr
+        self.data = {}
+
+    def ready(self):
+        return self.done
+
+    def successful(self):
+        return self.error is None
+
+    def get(self, timeout=None):
+        if self.error:
+            raise self.error
+        return "ok"
+
+    def wait_for_output(self, timeout=None):
+        pass
+
+
+@pytest.fixture(scope="session")
+def Result():
+    """The AsyncResult stand-in class: Result(done=False), ..."""
+    return StandInResult

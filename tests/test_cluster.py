@@ -12,7 +12,8 @@ import torch
 
 import ddpdemo
 from ddpdemo.runtime import forkserver, guard
-from ddpdemo.runtime.cluster import State
+from ddpdemo.runtime import cluster as cluster_module, engine, waiting
+from ddpdemo.runtime.engines import Engines
 
 
 
@@ -71,12 +72,8 @@ def gone(pid, zombies_count=False):
 def wait_until_gone(pids, tmp=None, within=10, zombies_count=False):
     """Poll (bounded) until every pid has exited and tmp is removed;
     return the pids still there and whether tmp still exists."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        left = [p for p in pids if not gone(p, zombies_count)]
-        if not left and not (tmp and os.path.exists(tmp)):
-            break
-        time.sleep(0.1)
+    waiting.until(lambda: all(gone(p, zombies_count) for p in pids)
+                  and not (tmp and os.path.exists(tmp)), within, every=0.1)
     left = [p for p in pids if not gone(p, zombies_count)]
     return left, bool(tmp and os.path.exists(tmp))
 
@@ -344,47 +341,79 @@ def gloo_timeout_on_rank_0():
         dist.barrier(timeout=datetime.timedelta(seconds=1))
 
 
-def count_restarts(cluster, monkeypatch):
-    restarts = []
-    begin = cluster._begin_restart
-    monkeypatch.setattr(cluster, "_begin_restart",
-                        lambda: (restarts.append(1), begin())[1])
-    return restarts
+def rank_1_raises_alone():
+    """Rank 1 raises, rank 0 returns: no one is left waiting, but the
+    group may be poisoned, so the cluster checks it before the next run."""
+    import torch.distributed as dist
+    if dist.get_rank() == 1:
+        raise ValueError("rank 1 alone")
 
 
-def test_poisoned_group_is_replaced(cluster, monkeypatch):
+class StandInEngines(Engines):
+    """The real engines, with faults injected at the boundary the cluster
+    talks to (as tests/test_group.py stands in for them): `hang_barriers`
+    health-check barriers are sent nowhere and never finish, and every
+    kill of a generation (a restart) is counted."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.hang_barriers, self.killed = 0, []
+
+    def submit(self, ids, fn, *args):
+        if self.hang_barriers and args and args[0] is engine.barrier:
+            self.hang_barriers -= 1
+            return [NeverDone() for _ in ids]
+        return super().submit(ids, fn, *args)
+
+    def kill(self, pids, generation=None):
+        self.killed.append(generation)
+        return super().kill(pids, generation)
+
+
+class NeverDone:
+    """An AsyncResult that never finishes: a rank stuck in the barrier."""
+    stdout = stderr = ""
+    data = {}
+
+    def ready(self):
+        return False
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    """A cluster whose engines are StandInEngines; yields (cluster,
+    its engines)."""
+    monkeypatch.setattr(cluster_module, "Engines", StandInEngines)
+    with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=20) as c:
+        yield c, c._engines
+
+
+def test_poisoned_group_is_replaced(stand_in):
+    cluster, engines = stand_in
     with pytest.raises(ddpdemo.RankError) as info:
         cluster.run(gloo_timeout_on_rank_0)
     assert list(info.value.errors) == [0]
     assert "Timed out" in info.value.errors[0]
-    restarts = count_restarts(cluster, monkeypatch)
+    assert engines.killed == []          # only suspect, so far
     assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
-    assert len(restarts) == 1
+    assert engines.killed == [0]         # the health check restarted once
 
 
-def test_health_check_that_hangs_restarts_once(cluster, monkeypatch):
+def test_health_check_that_hangs_restarts_once(stand_in):
     """A health check whose barrier hangs has already begun a restart in
     _run_on_ranks; a second would kill the engines the first launched."""
-    cluster._state = State.SUSPECT     # as after a rank raised
-    restarts = count_restarts(cluster, monkeypatch)
-    run_on_ranks = cluster._run_on_ranks
-
-    def hanging_once(*args):
-        monkeypatch.setattr(cluster, "_run_on_ranks", run_on_ranks)
-        cluster._begin_restart()       # what _run_on_ranks does on a hang
-        raise ddpdemo.HangError([1], 5.0, 2)
-
-    monkeypatch.setattr(cluster, "_run_on_ranks", hanging_once)
+    cluster, engines = stand_in
+    with pytest.raises(ddpdemo.RankError):
+        cluster.run(rank_1_raises_alone)  # suspect: check the group first
+    assert cluster.state == "suspect" and engines.killed == []
+    engines.hang_barriers = 1
     assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
-    assert len(restarts) == 1
+    assert engines.hang_barriers == 0 and engines.killed == [0]
 
 
 def wait_for_spares(cluster, within=120):
     """Poll (bounded) until the cluster's spares have registered."""
-    deadline = time.monotonic() + within
-    while not cluster.spares_ready() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return cluster.spares_ready()
+    return waiting.until(cluster.spares_ready, within, every=0.1)
 
 
 def test_a_hang_promotes_the_spares_and_starts_new_ones():

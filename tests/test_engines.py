@@ -51,3 +51,36 @@ def test_a_dead_engine_is_reported_with_its_log():
     message = str(info.value)
     assert "process died (exit code 1)" in message
     assert "its log ends:" in message and "encodings" in message
+
+
+def test_the_ipyparallel_privates_we_rely_on_are_still_there():
+    """Every name of ipyparallel's that the runtime reaches beyond its
+    documented API is listed in IPP_PRIVATES; an ipyparallel without one
+    fails here rather than in a hang report."""
+    import ipyparallel
+    from ddpdemo.runtime.engines import IPP_PRIVATES
+    missing = [f"{cls.__name__}.{name}"
+               for cls, names in IPP_PRIVATES.items() for name in names
+               if not hasattr(cls, name)]
+    assert missing == [], (ipyparallel.__version__, missing)
+    # pyproject.toml keeps ipyparallel to the major version tested.
+    assert int(ipyparallel.__version__.split(".")[0]) == 9
+
+
+def test_each_placement_has_the_one_interface():
+    from ddpdemo.runtime.placement import LauncherPlacement, LocalPlacement
+    from ddpdemo.runtime.ssh import SSHRanks
+    placements = [LocalPlacement(2), LauncherPlacement(2, "mpi"),
+                  SSHRanks(2, "/tmp/ddpdemo-x", {"a": 1, "b": 1})]
+    for placement in placements:
+        for name in ("launch", "kill", "stop"):
+            assert callable(getattr(placement, name)), (placement, name)
+        for name in ("engine_set_launcher", "controller_kwargs", "local",
+                     "owns_controller"):
+            assert hasattr(placement, name), (placement, name)
+    assert [p.local for p in placements] == [True, False, False]
+    with tempfile.TemporaryDirectory() as tmp:
+        assert isinstance(Engines(2, tmp).placement, LocalPlacement)
+        assert Engines(2, tmp, profile="x").placement is None
+        assert isinstance(Engines(2, tmp, launcher="slurm").placement,
+                          LauncherPlacement)

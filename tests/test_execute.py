@@ -1,6 +1,5 @@
 """ddpdemo.execute: a refresh keeps stored text that differs only where
 the sanitiser masks it, and --check runs notebooks without storing."""
-import pathlib
 import subprocess
 import sys
 

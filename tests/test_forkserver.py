@@ -5,11 +5,10 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
-from ddpdemo.runtime import forkserver, processes
+from ddpdemo.runtime import forkserver, processes, waiting
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -23,10 +22,7 @@ PROBE = """
 
 
 def wait_for(predicate, within=20.0):
-    deadline = time.monotonic() + within
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return predicate()
+    return waiting.until(predicate, within, every=0.02)
 
 
 @pytest.fixture

@@ -11,29 +11,6 @@ from ddpdemo import flight
 from ddpdemo.runtime import engine, outcome
 
 
-class Result:
-    """An AsyncResult stand-in: done or not, failed or not."""
-
-    def __init__(self, done=True, error=None):
-        self.done, self.error = done, error
-        self.stdout = self.stderr = ""
-        self.data = {}
-
-    def ready(self):
-        return self.done
-
-    def successful(self):
-        return self.error is None
-
-    def get(self, timeout=None):
-        if self.error:
-            raise self.error
-        return "ok"
-
-    def wait_for_output(self, timeout=None):
-        pass
-
-
 class Engines:
     """The engines as settle reaches them: idle ranks' records, exits."""
     death_notice_s = 0.0
@@ -61,14 +38,14 @@ def generation(alive=lambda r: True, **kwargs):
                               is_alive=alive, **kwargs)
 
 
-def test_a_clean_run_gathers_nothing():
+def test_a_clean_run_gathers_nothing(Result):
     gen = generation()
     out = outcome.settle([Result(), Result()], 5, gen)
     assert (out.pending, out.dead, out.errors) == ([], [], {})
     assert out.ledger is None and gen.engines.asked == []
 
 
-def test_a_raising_and_a_dead_rank_are_described():
+def test_a_raising_and_a_dead_rank_are_described(Result):
     gen = generation(alive=lambda r: r == 0)
     out = outcome.settle([Result(error=ValueError("bad")),
                           Result(done=False)], 5, gen)
@@ -77,13 +54,14 @@ def test_a_raising_and_a_dead_rank_are_described():
                           1: "process died (signal SIGKILL)"}
 
 
-def test_a_stuck_rank_without_a_store_has_no_stack():
+def test_a_stuck_rank_without_a_store_has_no_stack(Result):
     out = outcome.settle([Result(), Result(done=False)], 0.1, generation())
     assert out.pending == [1] and out.ledger is None
     assert out.stacks == {1: None}
 
 
-def test_a_failed_signal_dump_keeps_the_stack_the_responder_sent(tmp_path):
+def test_a_failed_signal_dump_keeps_the_stack_the_responder_sent(
+        tmp_path, Result):
     """Rank 1's process cannot be signalled (it is gone); its side thread
     had answered with its stack, and that stack is what is shown."""
     spec = flight.store_spec(file_path=str(tmp_path / "store"))

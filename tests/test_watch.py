@@ -10,36 +10,14 @@ import pytest
 from ddpdemo.runtime import watch
 
 
-class Result:
-    """An AsyncResult stand-in: done or not, failed or not."""
-
-    def __init__(self, done=True, error=None, stdout="", stderr=""):
-        self.done, self.error = done, error
-        self.stdout, self.stderr = stdout, stderr
-
-    def ready(self):
-        return self.done
-
-    def successful(self):
-        return self.error is None
-
-    def get(self, timeout=None):
-        if self.error:
-            raise self.error
-        return "ok"
-
-    def wait_for_output(self, timeout=None):
-        pass
-
-
-def test_wait_returns_at_once_when_every_rank_is_done():
+def test_wait_returns_at_once_when_every_rank_is_done(Result):
     start = time.monotonic()
     assert watch.wait([Result(), Result()], 10, lambda r: True) == (
         [], [], [])
     assert time.monotonic() - start < 1
 
 
-def test_wait_gives_up_at_the_timeout_naming_the_pending_rank():
+def test_wait_gives_up_at_the_timeout_naming_the_pending_rank(Result):
     start = time.monotonic()
     pending, failed, dead = watch.wait([Result(), Result(done=False)], 0.3,
                                        lambda r: True)
@@ -47,7 +25,7 @@ def test_wait_gives_up_at_the_timeout_naming_the_pending_rank():
     assert 0.3 <= time.monotonic() - start < 0.3 + 1
 
 
-def test_after_a_failure_the_rest_get_only_the_grace():
+def test_after_a_failure_the_rest_get_only_the_grace(Result):
     start = time.monotonic()
     pending, failed, _ = watch.wait(
         [Result(error=ValueError("x")), Result(done=False)], 60,
@@ -56,7 +34,7 @@ def test_after_a_failure_the_rest_get_only_the_grace():
     assert time.monotonic() - start < watch.FAILURE_GRACE + 2
 
 
-def test_a_dead_rank_is_not_waited_for():
+def test_a_dead_rank_is_not_waited_for(Result):
     start = time.monotonic()
     pending, failed, dead = watch.wait([Result(done=False)] * 2, 60,
                                        lambda r: r == 0)
@@ -65,7 +43,7 @@ def test_a_dead_rank_is_not_waited_for():
     assert time.monotonic() - start < watch.FAILURE_GRACE + 2
 
 
-def test_echo_output_prefixes_ranks_in_rank_order(capsys):
+def test_echo_output_prefixes_ranks_in_rank_order(capsys, Result):
     watch.echo_output([Result(stdout="a\nb\n", stderr="warn\n"),
                        Result(stdout="c\n"), Result(done=False, stdout="x")])
     out, err = capsys.readouterr()
@@ -74,7 +52,7 @@ def test_echo_output_prefixes_ranks_in_rank_order(capsys):
     assert err.splitlines() == ["[rank 0] warn"]
 
 
-def test_describe_error_is_one_line_with_the_remote_name():
+def test_describe_error_is_one_line_with_the_remote_name(Result):
     class RemoteError(Exception):
         ename, evalue = "KeyError", "'missing'\nmore lines"
     assert watch.describe_error(Result(error=RemoteError())) == \
