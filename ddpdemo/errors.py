@@ -159,7 +159,8 @@ class RankError(RuntimeError):
         lines += [f"  rank {r}: {text}" for r, text in self.errors.items()]
         if self.blocked:
             lines.append(f"  still running, probably waiting for them: "
-                         f"{ranks_text(self.blocked)} (the cluster restarts them)")
+                         f"{ranks_text(self.blocked)} "
+                         f"(the cluster restarts them)")
         if ledger is not None and ledger.diverged:           # flight hook
             lines.append(str(ledger))   # a plain exception: no table
         super().__init__("\n".join(lines))

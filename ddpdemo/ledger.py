@@ -97,7 +97,8 @@ class Ledger:
                 if e is not None:
                     kinds.setdefault((e["op"], e["what"]), []).append(r)
             if len(kinds) > 1:
-                parts = [f"{op}{' ' + what if what else ''} on {ranks_text(rs)}"
+                parts = [f"{op}{' ' + what if what else ''} "
+                         f"on {ranks_text(rs)}"
                          for (op, what), rs in kinds.items()]
                 return (f"the ranks disagree at collective #{seq}: "
                         + ", ".join(parts) + ".")

@@ -18,8 +18,8 @@ RANK_SIDE = {"ddpdemo.runtime.engine", "ddpdemo.runtime.guard",
              "ddpdemo.ledger"}
 # The notebook kernel's side of a cluster.
 KERNEL_SIDE = {f"ddpdemo.runtime.{m}" for m in (
-    "cluster", "engines", "ssh", "outcome", "watch", "magic", "progress",
-    "group", "options")}
+    "cluster", "engines", "placement", "ssh", "outcome", "watch", "magic",
+    "progress", "group", "options")}
 # What ddpdemo.runtime may import of ddpdemo outside itself (its
 # docstring says so too).
 RUNTIME_MAY_IMPORT = {"ddpdemo.errors", "ddpdemo.ledger", "ddpdemo.flight",

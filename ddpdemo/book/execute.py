@@ -2,7 +2,7 @@
 
     python -m ddpdemo.book.execute                # every notebook in _toc.yml
     python -m ddpdemo.book.execute book/01_all_reduce.ipynb
-    python -m ddpdemo.book.execute --backend nccl --check   # GPUs: run, store nothing
+    python -m ddpdemo.book.execute --backend nccl --check  # GPUs: no storing
 
 The only way stored outputs change: never edit them by hand. Each notebook
 runs top to bottom in a fresh kernel, exactly as strict nbval will re-run

@@ -5,25 +5,29 @@ RankError.
     cluster    the policy: life cycle, running, when to restart
     options    checks what a Cluster is asked for
     engines    the ipyparallel side: controller, client, generations of
-               engines (placement: local, launcher, ssh)
-    ssh        ranks placed on other hosts over ssh
+               engines, and the ipyparallel privates used (IPP_PRIVATES)
+    placement  where engines run, one object per way: local, launcher
+    ssh        ranks placed on other hosts over ssh (the third way)
     group      turns a generation of engines into a process group
     outcome    what a run came to, gathered before a restart
     watch      bounded waits on the ranks; stacks of stuck ranks
     magic      the `%%ranks` cell magic; progress: start-up progress
     processes  the operating system's side: guarded commands, kill, exit
+    waiting    the one deadline-polling helper (both sides use it)
     engine     RANK SIDE: what runs inside each rank's engine
     guard      RANK SIDE: ends an engine (or the controller) with its kernel
     forkserver RANK SIDE: imports torch once and forks local engines
 
 What it may import: the standard library, torch, ipyparallel (and its
 IPython, zmq, traitlets), psutil, cloudpickle; of ddpdemo, only the
-flat modules at the bottom of the graph: ddpdemo.errors, ddpdemo.ledger,
-ddpdemo.flight and ddpdemo.devices. Never ddpdemo.book, never a lesson
-module. The rank-side modules (engine, guard, forkserver) import none of
-the kernel side (cluster, engines, ssh, outcome, watch, magic, progress,
-options, group) nor ipyparallel's client: tests/test_imports.py checks
-this, and that the whole package has no import cycle.
+four flat modules a hang report is made of: ddpdemo.errors,
+ddpdemo.ledger, ddpdemo.flight and ddpdemo.devices (they in turn use
+only the rank side and `waiting` of this folder). Never ddpdemo.book,
+never a lesson module. The rank-side modules (engine, guard, forkserver)
+import none of the kernel side (cluster, engines, placement, ssh,
+outcome, watch, magic, progress, options, group) nor ipyparallel's
+client: tests/test_imports.py checks this, and that the whole package
+has no import cycle.
 
 This file imports nothing, so that a rank importing
 ddpdemo.runtime.engine loads no ipyparallel client with it.
