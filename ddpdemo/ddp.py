@@ -8,6 +8,10 @@ small models the DDP chapters wrap. Chapters 8 and 9.
 
 The hook does what DDP's default does (all_reduce, then divide by the
 world size), so training is unchanged; it only writes down what it saw.
+`record_buckets(ddp_model, hook=default_hooks.fp16_compress_hook)` writes
+the bucket down and hands it to one of torch's hooks instead; chapter 8
+uses that, with `last_collectives`, `shares_storage` and `storage_bytes`,
+for compression and `gradient_as_bucket_view`.
 """
 import time
 
@@ -51,6 +55,7 @@ class BucketRecorder:
     def __init__(self, module):
         self.names = {id(p): name for name, p in module.named_parameters()}
         self.calls = []
+        self.buffers = []      # flat buffers kept by recording_hook
         self.iteration = 0
 
     def next_iteration(self):
@@ -83,12 +88,59 @@ def recording_allreduce_hook(state, bucket):
     return work.get_future().then(divide)
 
 
-def record_buckets(ddp_model):
+def recording_hook(hook):
+    """A comm hook that writes the bucket down, as recording_allreduce_hook
+    does, keeps its flat buffer (`state.buffers`), then hands the bucket
+    to `hook`, one of torch's (default_hooks.allreduce_hook,
+    fp16_compress_hook, ...), with the default group. Chapter 8
+    (compression, gradient_as_bucket_view)."""
+    def record_then(state, bucket):
+        buffer = bucket.buffer()
+        state.calls.append({"iteration": state.iteration,
+                            "index": bucket.index(), "dtype": buffer.dtype,
+                            "bytes": buffer.numel() * buffer.element_size(),
+                            "params": [state.names[id(p)]
+                                       for p in bucket.parameters()]})
+        state.buffers.append(buffer)
+        return hook(None, bucket)
+    record_then.__name__ = f"recording_{hook.__name__}"
+    return record_then
+
+
+def record_buckets(ddp_model, hook=None):
     """Register the recording hook on a DDP model; returns its recorder.
-    Must be called before the first forward, on every rank. Chapter 8."""
+    With `hook` (one of torch's), the bucket goes to it after being
+    written down (see recording_hook). Must be called before the first
+    forward, on every rank. Chapter 8."""
     recorder = BucketRecorder(ddp_model.module)
-    ddp_model.register_comm_hook(recorder, recording_allreduce_hook)
+    ddp_model.register_comm_hook(recorder, recording_allreduce_hook
+                                 if hook is None else recording_hook(hook))
     return recorder
+
+
+def shares_storage(tensor, buffers):
+    """Whether `tensor` lives in the memory of one of the flat `buffers`
+    (a view into it, not a copy). Chapter 8 (gradient_as_bucket_view)."""
+    ptr = tensor.untyped_storage().data_ptr()
+    return any(ptr == b.untyped_storage().data_ptr() for b in buffers)
+
+
+def storage_bytes(tensors):
+    """Bytes of memory behind `tensors`, each storage counted once: views
+    of one buffer cost nothing extra. Chapter 8 (gradient_as_bucket_view)."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for t in tensors}
+    return sum(storages.values())
+
+
+def last_collectives(n):
+    """This rank's last `n` collectives as its Flight Recorder (chapter 5)
+    saw them: (op, sizes and dtypes), oldest first. What went over the
+    wire, whatever the Python around it did. Chapter 8 (compression)."""
+    from .flight import record
+    from .ledger import entries
+    return [(e["op"], e["what"])
+            for e in entries(record(stacks=False)["dump"])[-n:]]
 
 
 def grad_ready_times(module):

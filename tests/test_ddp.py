@@ -162,6 +162,67 @@ def test_count_collectives_counts_one_all_reduce(cluster):
 
 
 # -- figures, single process --------------------------------------------
+def hooked(hook_name, as_view=False):
+    """One step through record_buckets(hook=torch's hook): the gradient,
+    this rank's local gradient, what the recorder saw, what went over
+    the wire, and whether .grad lives in the kept bucket buffer."""
+    import copy
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from ddpdemo.ddp import last_collectives, record_buckets, shares_storage
+    model = mlp(WIDE, seed=0)
+    local = copy.deepcopy(model)
+    ddp_model = DDP(model, gradient_as_bucket_view=as_view)
+    recorder = record_buckets(ddp_model, getattr(default_hooks, hook_name))
+    g = torch.Generator().manual_seed(dist.get_rank())
+    x = torch.randn(4, 64, generator=g)
+    for _ in range(2):                # views are set up after step 1
+        model.zero_grad(set_to_none=False)
+        ddp_model(x).sum().backward()
+    local(x).sum().backward()
+    views = all(shares_storage(p.grad, recorder.buffers[-1:])
+                for p in model.parameters())
+    call = recorder.calls[-1]
+    return (grads(model), grads(local), (call["dtype"], call["bytes"]),
+            last_collectives(1)[0], views)
+
+
+def test_recording_hook_hands_the_bucket_to_torchs_hook(cluster):
+    (full0, local0, seen0, wire0, _), (full1, local1, *_) = cluster.run(
+        hooked, "allreduce_hook")
+    (half0, _, seen_half, wire_half, _), _ = cluster.run(
+        hooked, "fp16_compress_hook")
+    assert seen0 == seen_half == (torch.float32, 66560)
+    assert wire0 == ("all_reduce", "[16640] Float")
+    assert wire_half == ("all_reduce", "[16640] Half")
+    u = 2.0 ** -11                     # float16's unit roundoff
+    for k in full0:
+        assert torch.allclose(full0[k], (local0[k] + local1[k]) / 2,
+                              rtol=1e-5, atol=1e-7)
+        size = (local0[k].abs() + local1[k].abs()) / 2
+        err = (half0[k] - full0[k]).abs()
+        assert (err <= (u * (2 + u) + 2 ** -24) * size + 2 ** -23).all()
+    assert any(not torch.equal(half0[k], full0[k]) for k in full0)
+
+
+def test_gradient_as_bucket_view_puts_grad_in_the_kept_buffer(cluster):
+    assert [r[4] for r in cluster.run(hooked, "allreduce_hook", True)] \
+        == [True, True]
+    assert [r[4] for r in cluster.run(hooked, "allreduce_hook")] \
+        == [False, False]
+
+
+def test_shares_storage_and_storage_bytes_count_views_once():
+    from ddpdemo.ddp import shares_storage, storage_bytes
+    flat = torch.zeros(10)
+    views = [flat[:4].view(2, 2), flat[4:]]
+    assert all(shares_storage(v, [flat]) for v in views)
+    assert not shares_storage(flat[:4].clone(), [flat])
+    assert storage_bytes(views + [flat]) == 40
+    assert storage_bytes([flat[:4].clone(), flat]) == 56
+
+
 def test_buckets_figure_draws_each_parameter_as_wide_as_its_gradient():
     layout = {"one": [[("w", 100), ("b", 10)]],
               "two": [[("w2", 50)], [("b2", 5), ("w1", 40)]]}

@@ -1,0 +1,119 @@
+"""A complete DDP training script, the one to take to GPUs (chapter 8,
+"A GPU-ready script"). On one machine, one process per GPU (or two on
+the CPU):
+
+    torchrun --standalone --nproc-per-node 2 -m ddpdemo.examples.train_ddp
+
+On two nodes, the checkpoint on storage that both nodes see:
+
+    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d \
+        --rdzv-endpoint HOST:29400 -m ddpdemo.examples.train_ddp \
+        --checkpoint /shared/train_ddp.pt
+
+NCCL when every local rank has a GPU of its own (rank r of a node on
+cuda:LOCAL_RANK), gloo on the CPU otherwise, so the same file runs in the
+tests. The data set is made in code, the same on every rank; each rank
+trains on its share (DistributedSampler, reshuffled every epoch by
+set_epoch); rank 0 saves a checkpoint, the others wait at a barrier, then
+every rank loads it with map_location onto its own device. Each rank's
+lines are printed by rank 0, in rank order.
+"""
+import argparse
+import datetime
+import os
+import tempfile
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+TIMEOUT = datetime.timedelta(seconds=60)   # bounds every collective
+
+
+def setup():
+    """Join the group torchrun describes; returns (local_rank, device)."""
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if torch.cuda.device_count() >= int(os.environ["LOCAL_WORLD_SIZE"]):
+        device = torch.device("cuda", local_rank)   # one GPU per local rank
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device, timeout=TIMEOUT)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", timeout=TIMEOUT)
+    return local_rank, device
+
+
+def make_data(n=64, seed=0):
+    """y = x @ w + noise, the same on every rank (one seed): (n, 8), (n, 1)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 8, generator=g)
+    y = x @ torch.randn(8, 1, generator=g) + 0.1 * torch.randn(n, 1, generator=g)
+    return TensorDataset(x, y)
+
+
+def make_model():
+    torch.manual_seed(0)       # DDP broadcasts rank 0's weights anyway
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                               torch.nn.Linear(16, 1))
+
+
+def say(*lines):
+    """Every rank's lines, printed by rank 0 in rank order. Collective."""
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, [str(line) for line in lines])
+    if dist.get_rank() == 0:
+        for rank, rank_lines in enumerate(gathered):
+            for line in rank_lines:
+                print(f"[rank {rank}] {line}", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--checkpoint", default=os.path.join(
+        tempfile.gettempdir(), "train_ddp.pt"))
+    args = parser.parse_args()
+    local_rank, device = setup()
+    rank = dist.get_rank()
+
+    data = make_data()
+    sampler = DistributedSampler(data, shuffle=True, seed=0)  # rank's share
+    loader = DataLoader(data, batch_size=8, sampler=sampler)
+    model = make_model().to(device)
+    ddp_model = DDP(model, device_ids=[local_rank] if device.type == "cuda"
+                    else None)
+    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.05)
+    lines = []
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)          # else every epoch has one order
+        total = 0.0
+        for x, y in loader:
+            x, y = x.to(device), y.to(device)
+            loss = torch.nn.functional.mse_loss(ddp_model(x), y)
+            optimizer.zero_grad()
+            loss.backward()               # gradients all-reduced here
+            optimizer.step()
+            total += loss.item()
+        lines.append(f"epoch {epoch}: samples {list(sampler)[:4]}..., "
+                     f"mean loss {total / len(loader):.3f}")
+
+    if rank == 0:                         # one writer, on shared storage
+        torch.save({"model": model.state_dict(), "epoch": args.epochs},
+                   args.checkpoint)
+    dist.barrier()                        # nobody reads before it is written
+    loaded = torch.load(args.checkpoint, map_location=device)
+    same = all(torch.equal(loaded["model"][k], v)
+               for k, v in model.state_dict().items())
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    everyone = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, flat.cpu())
+    lines += [f"loaded checkpoint equals the trained weights: {same}",
+              "parameters equal on every rank: "
+              f"{all(torch.equal(everyone[0], f) for f in everyone)}"]
+    say(*lines)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
