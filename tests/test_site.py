@@ -432,6 +432,29 @@ def _weight_line(path, first, figures, largest, second=None):
     return f"{first:>9}{then} {figures:>7}  {path}  ({files})"
 
 
+def test_pages_load_no_icon_script_and_no_mathjax(zh_build):
+    """What ddpdemo.lightpages leaves out, in both editions' HTML: the
+    theme's icon script and MathJax; the formulas are MathML instead, and
+    the root redirects with an icon of its own (no /favicon.ico)."""
+    _, html = zh_build
+    pages = built_pages(html)
+    assert any(p.startswith("zh/") for p in pages)
+    formulas = 0
+    for path in pages:
+        text = (html / path).read_text()
+        assert "fontawesome.js" not in text, path
+        assert "mathjax" not in text.lower().replace("mathjax_ignore", ""), \
+            path
+        formulas += text.count('<math xmlns="http://www.w3.org/1998/Math/')
+    assert formulas >= 2 * 20           # chapters 6 and 7, both editions
+    for root, lang in (html, "en"), (html / "zh", "zh-CN"):
+        index = (root / "index.html").read_text()
+        first = f"{toc_order()[0]}.html"
+        assert f'content="0; url={first}"' in index
+        assert '<link rel="icon" href="data:," />' in index
+        assert f'<html lang="{lang}">' in index
+
+
 def weigh_site(browser, base, html):
     """{page: (first, figures, largest, second)} for every built page
     (page_weight), second being what it adds when it is opened after the
@@ -464,6 +487,78 @@ def test_page_weight_budget(browser, site, zh_build):
         assert first <= FIRST_VISIT, _weight_line(path, first, figures,
                                                   largest)
         assert second <= SECOND_PAGE, (path, second)
+
+
+# The header's buttons and the element each draws its icon in: since issue
+# 26 Font Awesome's CSS and woff2 fonts draw them (no icon script).
+HEADER_ICONS = {
+    "launch": ".dropdown-launch-buttons > button",
+    "repository": ".dropdown-source-buttons > button",
+    "download": ".dropdown-download-buttons > button",
+    "full screen": ".btn-fullscreen-button",
+    "colour mode": ".theme-switch-button",       # one icon per mode shown
+    "search": ".search-button__button:visible",     # the header's field
+}
+ICON_FONT = """async e => {
+    await document.fonts.ready;
+    const glyph = getComputedStyle(e, "::before");
+    const family = glyph.fontFamily.split(",")[0].replace(/["']/g, "");
+    return [glyph.content, family,
+            [...document.fonts].some(f => f.family.replace(/["']/g, "")
+                                     === family && f.status === "loaded")];
+}"""
+
+
+def _ink(png):
+    """Pixels of a screenshot that differ clearly from its corner's."""
+    import io
+    from PIL import Image
+    image = Image.open(io.BytesIO(png)).convert("L")
+    background = image.getpixel((0, 0))
+    return sum(abs(v - background) > 64 for v in image.getdata())
+
+
+def test_header_icons_are_drawn(zh_build, visit):
+    """Every header button's icon, in both editions: a glyph of a font
+    the page has loaded, at least 10 px wide, with ink in a screenshot
+    of its column of the button (an icon's own box can be a line high:
+    Font Awesome's fa-lg sets line-height .05em)."""
+    name = next(n for n in toc_order() if (ROOT / f"{n}.ipynb").is_file())
+    for path in (f"{name}.html", f"zh/{name}.html"):
+        page = visit.open(path)
+        for what, selector in HEADER_ICONS.items():
+            button = page.locator(selector).first
+            icon = button.locator("i:visible").first
+            where = f"{path}: the {what} button's icon"
+            content, family, loaded = icon.evaluate(ICON_FONT)
+            assert content not in ("none", "normal", '""'), where
+            assert "Font Awesome" in family and loaded, (where, family)
+            box, around = icon.bounding_box(), button.bounding_box()
+            assert box["width"] >= 10, (where, box)
+            clip = dict(x=box["x"], width=box["width"], y=around["y"],
+                        height=around["height"])
+            assert _ink(page.screenshot(clip=clip)) >= 15, where
+    assert visit.problems == [], "\n".join(visit.problems)
+
+
+def test_an_icon_outside_the_cut_fonts_comes_from_the_full_one(visit):
+    """The cut-down icon fonts (ddpdemo.lightpages) cover what the pages
+    name; any other Font Awesome icon (a car, here) still draws, from
+    the theme's full font, fetched only then."""
+    page = visit.open(f"{toc_order()[0]}.html")
+    fonts = "() => performance.getEntriesByType('resource')" \
+        ".map(e => e.name).filter(n => /woff2?$/.test(n))"
+    assert not any("subset" not in u for u in page.evaluate(fonts))
+    page.evaluate("""() => { const i = document.createElement("i");
+        i.className = "fa-solid fa-car"; i.id = "car";
+        i.style.fontSize = "40px"; document.body.prepend(i); }""")
+    car = page.locator("#car")
+    car.evaluate(ICON_FONT)                   # waits for the fonts
+    page.wait_for_load_state("networkidle")
+    assert any(u.endswith("fa-solid-900.woff2")
+               for u in page.evaluate(fonts))
+    assert _ink(car.screenshot()) >= 50
+    assert visit.problems == [], "\n".join(visit.problems)
 
 
 def _stored_ring_steps():
