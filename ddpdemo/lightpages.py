@@ -43,6 +43,7 @@ from sphinx.errors import ExtensionError
 
 RENDERER = "mathml"
 TEMPLATES = Path(__file__).parent / "templates"
+STATIC = Path(__file__).parent / "static"      # lightpages.css
 REDIRECT = "redirect-index.html"      # the site's root page (index.html)
 _MATH_TAG = re.compile(r"^<math[^>]*>|</math>$")
 
@@ -200,6 +201,8 @@ def _icons(app):
 def _configure(app, config):
     if str(TEMPLATES) not in config.templates_path:
         config.templates_path.append(str(TEMPLATES))
+    if str(STATIC) not in config.html_static_path:
+        config.html_static_path.append(str(STATIC))
 
 
 def _root_page(app):
@@ -215,4 +218,5 @@ def setup(app):
     app.connect("builder-inited", _root_page)
     app.connect("builder-inited", _icons)
     app.add_css_file(ICON_CSS)
+    app.add_css_file("lightpages.css")        # display formulas centred
     return {"parallel_read_safe": True, "parallel_write_safe": True}

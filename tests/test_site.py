@@ -368,8 +368,9 @@ def _settle(visit, path):
 
 
 # Every formula (ddpdemo.lightpages writes them as MathML) laid out by the
-# browser as mathematics: a <math> box of its own, displayed as math, and
-# every fraction's numerator above its denominator.
+# browser as mathematics: a <math> box of its own, displayed as math,
+# every fraction's numerator above its denominator, and a display formula
+# centred in its line (unless numbered).
 FORMULAS = """() => [...document.querySelectorAll(".math")].map(e => {
     const m = e.querySelector("math");
     if (!m) return [e.outerHTML.slice(0, 80), "no <math>"];
@@ -378,9 +379,14 @@ FORMULAS = """() => [...document.querySelectorAll(".math")].map(e => {
     const stacked = [...m.querySelectorAll("mfrac")].every(f =>
         f.children[0].getBoundingClientRect().bottom <=
         f.children[1].getBoundingClientRect().top + 1);
+    const line = e.getBoundingClientRect();
+    const ink = m.firstElementChild.getBoundingClientRect();
+    const centred = display !== "block math" || e.querySelector(".eqno")
+        || Math.abs(ink.left + ink.right - line.left - line.right) < 8;
     return [e.textContent.slice(0, 40),
             box.width > 0 && box.height > 0 && display.includes("math")
-            && stacked ? "" : `${display} ${box.width}x${box.height}`];
+            && stacked && centred ? "" :
+            `${display} ${box.width}x${box.height} at ${ink.left}`];
 })"""
 
 
