@@ -521,7 +521,7 @@ def _ink(png):
     from PIL import Image
     image = Image.open(io.BytesIO(png)).convert("L")
     background = image.getpixel((0, 0))
-    return sum(abs(v - background) > 64 for v in image.getdata())
+    return sum(abs(v - background) > 64 for v in image.tobytes())
 
 
 def test_header_icons_are_drawn(zh_build, visit):
