@@ -68,8 +68,9 @@ class BucketRecorder:
 
 def recording_allreduce_hook(state, bucket):
     """A DDP comm hook (register_comm_hook): write down the bucket, then
-    all_reduce it asynchronously and divide by the world size, which is
-    what DDP does without a hook. Returns the Future DDP waits for.
+    divide it by the world size and all_reduce it asynchronously, in that
+    order, as torch's default `allreduce_hook` does (dividing first keeps
+    an fp16 sum from overflowing). Returns the Future DDP waits for.
     Chapter 8 prints this function as the lesson."""
     call = {"iteration": state.iteration, "index": bucket.index(),
             "bytes": bucket.buffer().numel() * bucket.buffer().element_size(),
@@ -78,14 +79,14 @@ def recording_allreduce_hook(state, bucket):
                       for p in bucket.parameters()],
             "start": time.perf_counter()}
     state.calls.append(call)
-    world_size = dist.get_world_size()
+    bucket.buffer().div_(dist.get_world_size())      # divide, then sum
     work = dist.all_reduce(bucket.buffer(), async_op=True)
 
-    def divide(fut):
+    def done(fut):
         call["end"] = time.perf_counter()
-        return fut.value()[0].div_(world_size)
+        return fut.value()[0]
 
-    return work.get_future().then(divide)
+    return work.get_future().then(done)
 
 
 def recording_hook(hook):
@@ -181,6 +182,22 @@ class TwoHeads(nn.Module):
     def forward(self, x, use_b=True):
         y = self.a(x)
         return y + self.b(x) if use_b else y
+
+
+class Swapped(nn.Module):
+    """Two Linear(n, n) layers registered as `first`, `second` and run in
+    the other order: backward computes `first`'s gradients before
+    `second`'s, the reverse of what the registration order predicts.
+    Chapter 8 (buckets are launched in index order)."""
+
+    def __init__(self, n=64, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.first = nn.Linear(n, n)
+        self.second = nn.Linear(n, n)
+
+    def forward(self, x):
+        return self.first(torch.relu(self.second(x)))
 
 
 def count_collectives(fn, *args):

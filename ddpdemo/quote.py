@@ -8,6 +8,14 @@ behaviour fails strict nbval instead of leaving a stale sentence behind.
 prints `torch/distributed/run.py:1012: def _get_free_port(...)` and raises
 LookupError if no line of that file holds the text any more. Used from
 chapter 0 on; `show_source` prints a function's installed source.
+
+What a citation checks, and what it cannot: that the quoted text is still
+in the installed torch, not that the sentence it backs is right. So the
+sentence travels with it (`claim=`), printed above the quoted lines, and
+a reader and a reviewer read the two together:
+
+    cite("torch/distributed/distributed_c10d.py", "...",
+         claim="NCCL's barrier blocks the host")
 """
 import importlib.util
 import inspect
@@ -58,11 +66,15 @@ def find(path, *texts):
     return found
 
 
-def cite(path, *texts):
-    """Print `path:line: source` for each text (see `find`); returns the
-    line numbers. The citation is the claim's evidence: it fails loudly
-    when the installed torch no longer says it."""
+def cite(path, *texts, claim=None):
+    """Print `path:line: source` for each text (see `find`), under the
+    claim they back (`claim: ...`) when one is given; returns the line
+    numbers. The citation is the claim's evidence: it fails loudly when
+    the installed torch no longer says it; whether the quoted lines say
+    what the claim says is for the reader to check, side by side."""
     found = find(path, *texts)
+    if claim:
+        print(f"claim: {claim}")
     for number, line in found:
         print(f"{path}:{number}: {line}")
     return [number for number, _ in found]

@@ -250,3 +250,32 @@ def test_overlap_figure_puts_each_rank_on_its_own_clock():
     assert [t.get_text() for t in ax.get_yticklabels()] == [
         "rank 0 gradients", "rank 0 all_reduce",
         "rank 1 gradients", "rank 1 all_reduce"]
+
+
+def near_overflow(hook):
+    """The gradient of a weight whose local gradient is 3e38 on every
+    rank: a mean taken by summing first would overflow to inf."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from ddpdemo.ddp import record_buckets
+    model = DDP(torch.nn.Linear(1, 1, bias=False))
+    if hook:
+        record_buckets(model)
+    model(torch.full((1, 1), 3e38)).sum().backward()
+    return model.module.weight.grad.item()
+
+
+def test_recording_hook_divides_before_summing_like_ddps_default(cluster):
+    plain, hooked = (cluster.run(near_overflow, hook) for hook in (0, 1))
+    assert plain == hooked
+    assert all(3e38 * 0.99 < g < 3e38 * 1.01 for g in hooked)   # not inf
+
+
+def test_swapped_computes_firsts_gradients_before_seconds():
+    from ddpdemo.ddp import Swapped, grad_ready_times
+    model = Swapped(n=8)
+    assert [n for n, _ in model.named_parameters()] == [
+        "first.weight", "first.bias", "second.weight", "second.bias"]
+    ready = grad_ready_times(model)
+    model(torch.ones(2, 8)).sum().backward()
+    assert max(ready["first.weight"], ready["first.bias"]) < min(
+        ready["second.weight"], ready["second.bias"])

@@ -16,6 +16,20 @@ def test_cite_prints_path_line_and_source(capsys):
     assert numbers == [int(out.split(":")[1])]
 
 
+def test_cite_prints_its_claim_above_the_quoted_lines(capsys):
+    cite("torch/distributed/constants.py", "default_pg_timeout:",
+         claim="gloo's default timeout is 30 minutes")
+    claim, quoted = capsys.readouterr().out.splitlines()
+    assert claim == "claim: gloo's default timeout is 30 minutes"
+    assert quoted.startswith("torch/distributed/constants.py:")
+
+
+def test_a_claim_is_not_printed_when_its_text_is_gone(capsys):
+    with pytest.raises(LookupError):
+        cite("torch/distributed/constants.py", "no such text", claim="x")
+    assert capsys.readouterr().out == ""
+
+
 def test_cite_finds_texts_in_order():
     (a, _), (b, _) = find("torch/distributed/distributed_c10d.py",
                           "def barrier(", "work.wait()")
