@@ -43,6 +43,8 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
                  "--disable-component-update", "--no-first-run",
                  "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
 WARNING = re.compile(r"WARNING:|\[Warning\]")
+FAVICON = "/" + pathlib.PurePosixPath(
+    yaml.safe_load((ROOT / "_config.yml").read_text())["html"]["favicon"]).name
 
 
 def toc_order():
@@ -180,7 +182,12 @@ class Visit:
             self.problems.append(f"console error: {msg.text}")
 
     def _failed(self, request):
-        if request.url.startswith(self.base):
+        # Chromium asks for a page's icon after the page has loaded, and
+        # drops the request when the page is left (ERR_ABORTED): not a
+        # missing file (that would be an HTTP 404, below).
+        if (request.url.startswith(self.base)
+                and not (request.url.endswith(FAVICON)
+                         and "ERR_ABORTED" in (request.failure or ""))):
             self.problems.append(
                 f"failed request: {request.url} ({request.failure})")
 
