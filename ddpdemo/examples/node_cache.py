@@ -42,8 +42,10 @@ def cache_labels(zero_first_by, directory=None):
             time.sleep(WRITE_S)                 # downloading...
             with open(path, "w") as f:
                 f.writelines(LABELS)
-        found = (open(path).read().count("\n")
-                 if os.path.exists(path) else None)
+        found = None
+        if os.path.exists(path):
+            with open(path) as f:
+                found = f.read().count("\n")
         end = time.time()
     return {"wrote": rank == 0, "found": found, "start": start, "end": end}
 
