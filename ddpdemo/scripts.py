@@ -35,7 +35,8 @@ def _exe(program):
             os.path.join(os.path.dirname(sys.executable), program))
 
 
-def _show(done, show_stderr):
+def show(done, show_stderr):
+    """Print a finished run as run_command does (ddpdemo.nodes too)."""
     print(done.stdout, end="")
     for line in done.stderr.splitlines():
         if show_stderr == "all" or (show_stderr == "ranks"
@@ -79,7 +80,7 @@ def run_together(*commands, timeout=TIMEOUT, show_stderr="ranks"):
     for (program, *args), run in zip(commands, done):
         if len(commands) > 1:
             print("$", program, *args)
-        _show(run, show_stderr)
+        show(run, show_stderr)
     return done
 
 

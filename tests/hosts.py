@@ -2,10 +2,14 @@
 (README, "Past one machine"; tests/test_multihost.py).
 
 Each host is a network namespace with a hostname of its own (a UTS
-namespace) and its own sshd; a veth pair joins them, with one /30 on that
+namespace), a /tmp of its own (a mount namespace with a private tmpfs
+there) and its own sshd; a veth pair joins them, with one /30 on that
 link and nothing else, so their traffic never reaches this machine's
-interfaces. They share this machine's files, as hosts with an NFS home
-share a virtualenv; processes still reach the other host only by ssh.
+interfaces. Past /tmp they share this machine's files, as hosts with an
+NFS home share a virtualenv, and this run's own directory (`tmp`: keys,
+configs, the cluster's directories) is bound into both /tmp; processes
+still reach the other host only by ssh. Every process of a host is
+started inside its sshd's namespaces.
 
     hosts = TwoHosts().start()      # needs root, `ip netns`, sshd
     try:
@@ -41,7 +45,8 @@ def missing():
     """Why two hosts cannot be made here, or None if they can."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return "needs root (network namespaces)"
-    for tool in ("ip", "unshare", "ssh", "scp", "ssh-keygen"):
+    for tool in ("ip", "unshare", "nsenter", "mount", "ssh", "scp",
+                 "ssh-keygen"):
         if shutil.which(tool) is None:
             return f"needs `{tool}`"
     if not os.path.exists(SSHD):
@@ -54,6 +59,9 @@ def missing():
     _sh("ip", "netns", "del", probe, check=False)
     if _sh("unshare", "--uts", "true", check=False).returncode:
         return "`unshare --uts` does not work here (a hostname per host)"
+    if _sh("unshare", "--mount", "mount", "-t", "tmpfs", "tmpfs", "/tmp",
+           check=False).returncode:
+        return "`unshare --mount` cannot mount a tmpfs (a /tmp per host)"
     return None
 
 
@@ -203,17 +211,30 @@ class TwoHosts:
                 "UsePAM no", "StrictModes no", "PrintMotd no",
                 f"PidFile {self.tmp}/sshd_{host}.pid",
                 "Subsystem sftp internal-sftp", ""]))
-        self._sshd[host] = self.popen(
-            host, [SSHD, "-D", "-e", "-f", config],
+        # The host is born with its sshd: a hostname, and a tmpfs on /tmp
+        # with this run's directory bound back in. The bind's source is
+        # the directory opened before the tmpfs hid it (fd 3), given
+        # as-is: mount would otherwise resolve the path again, under the
+        # new /tmp.
+        script = ('hostname "$0" && exec 3<"$1" && '
+                  'mount -t tmpfs -o mode=1777 tmpfs /tmp && '
+                  'mkdir -p "$1" && '
+                  'mount --no-canonicalize --bind /proc/self/fd/3 "$1" && '
+                  'exec 3<&- && shift && exec "$@"')
+        self._sshd[host] = subprocess.Popen(
+            ["ip", "netns", "exec", self.namespaces[host], "unshare",
+             "--uts", "--mount", "--propagation", "private", "sh", "-c",
+             script, self.hostnames[host], self.tmp,
+             SSHD, "-D", "-e", "-f", config],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def popen(self, host, cmd, **kwargs):
-        """Start `cmd` on `host`: in its namespace, under its hostname."""
-        script = 'hostname "$0" && exec "$@"'
+        """Start `cmd` on `host`: in its sshd's namespaces (network,
+        hostname, mounts: its own /tmp), as a process ssh started there
+        would be."""
         return subprocess.Popen(
-            ["ip", "netns", "exec", self.namespaces[host], "unshare",
-             "--uts", "sh", "-c", script, self.hostnames[host], *cmd],
-            **kwargs)
+            ["nsenter", "--target", str(self._sshd[host].pid), "--net",
+             "--uts", "--mount", "--", *cmd], **kwargs)
 
     def ssh_command(self, host):
         """The ssh command line that reaches `host` (from the other one)."""

@@ -15,7 +15,8 @@ FOLDER = pathlib.Path(ddpdemo.examples.__file__).parent
 EXAMPLES = sorted(p.stem for p in FOLDER.glob("*.py") if p.stem != "__init__")
 TESTED_BESIDE = {"all_reduce_sums": "test_collectives.py",
                  "reduce_mean_metrics": "test_metrics.py",
-                 "seeds_mosaic": "test_seeding.py"}
+                 "seeds_mosaic": "test_seeding.py",
+                 "node_cache": "test_nodes.py"}
 # Chapters 8 and 9's scripts, run by tests/test_ddp_examples.py.
 DDP_EXAMPLES = {"inside_ddp", "train_ddp", "when_ddp_hangs"}
 BOUND = 60    # s: a 2-rank script takes ~10 s on a 2-core machine

@@ -6,9 +6,9 @@ hosts made of network namespaces (tests/hosts.py), two ranks on each.
 The cluster runs on host a, where a notebook kernel would; every engine,
 on a and on b, is started over ssh. This file is also the script that
 runs there (`python tests/test_multihost.py ARGS_JSON`): it plays one
-scenario (all_reduce, a hang on a host-b rank, a host-b rank that dies,
-restarts, stop) and prints what it saw as one JSON line, which the tests
-below check. Needs root, `ip netns` and Debian's openssh-server; without
+scenario (all_reduce, chapter 4's label cache in each host's own /tmp, a
+hang on a host-b rank, a host-b rank that dies, restarts, stop) and
+prints what it saw as one JSON line, which the tests below check. Needs root, `ip netns` and Debian's openssh-server; without
 them the cluster tests skip and say why.
 """
 import ipaddress
@@ -62,6 +62,23 @@ def probe():
             "store": store.host, "links": sorted(links)}
 
 
+def cache_in_host_tmp(zero_first_by, directory):
+    """Chapter 4's program (ddpdemo.examples.node_cache) with `directory`
+    in this host's own /tmp; removed again once every rank has read."""
+    import os
+    import shutil
+    import socket
+    import torch.distributed as dist
+    from ddpdemo.examples.node_cache import cache_labels
+    os.makedirs(directory, exist_ok=True)
+    done = cache_labels(zero_first_by, directory)
+    dist.barrier()                          # every rank has read
+    shutil.rmtree(directory, ignore_errors=True)
+    return {"host": socket.gethostname(),
+            "local_rank": int(os.environ["LOCAL_RANK"]),
+            "wrote": done["wrote"], "found": done["found"]}
+
+
 def lonely_barrier_on_rank_3():
     import torch.distributed as dist
     if dist.get_rank() == 3:
@@ -97,6 +114,10 @@ def scenario(args):
         seen["rendezvous"] = cluster.rendezvous
         seen["probe"] = cluster.run(probe)
         lap("probe")
+        seen["node_cache"] = {
+            by: cluster.run(cache_in_host_tmp, by, args["node_dir"])
+            for by in ("RANK", "LOCAL_RANK")}
+        lap("node cache")
         try:
             cluster.run(lonely_barrier_on_rank_3, timeout=HANG_TIMEOUT)
         except HangError as exc:
@@ -222,7 +243,10 @@ def seen(two_hosts):
     """Run the scenario on host a; what it saw."""
     args = {"ssh_config": two_hosts.ssh_config,
             "namespaces": two_hosts.namespaces,
-            "keep_pids": list(two_hosts.sshd_pids().values())}
+            "keep_pids": list(two_hosts.sshd_pids().values()),
+            # In /tmp, which each host has to itself.
+            "node_dir": os.path.join(
+                "/tmp", os.path.basename(two_hosts.tmp) + "-labels")}
     # TMPDIR: the cluster's directories, on both hosts, go inside the
     # hosts' own, which the fixture removes even if the scenario fails.
     run = two_hosts.popen(
@@ -238,6 +262,8 @@ def seen(two_hosts):
                     f"{err[-3000:]}")
     results = [line for line in out.splitlines() if line.startswith("{")]
     assert run.returncode == 0 and results, err[-3000:]
+    # The hosts' /tmp are not this machine's: nothing of theirs here.
+    assert not os.path.exists(args["node_dir"])
     return json.loads(results[-1])
 
 
@@ -264,6 +290,19 @@ def test_gloo_and_rendezvous_use_the_link_never_loopback(seen):
         other = hosts.ADDRESSES["b" if rank < 2 else "a"]
         assert any(local == mine and remote == other
                    for local, remote in p["links"]), (rank, p["links"])
+
+
+def test_each_host_has_its_own_tmp_so_local_rank_0_must_fill_it(seen):
+    """Chapter 4 on real hosts: rank 0 alone fills host a's /tmp, and
+    host b's ranks find nothing in theirs; zero-first by LOCAL_RANK has
+    one writer per host, and every rank finds the labels."""
+    by_rank, by_local = (seen["node_cache"][k] for k in ("RANK", "LOCAL_RANK"))
+    assert [(r["host"], r["local_rank"]) for r in by_rank] == \
+        [("hosta", 0), ("hosta", 1), ("hostb", 0), ("hostb", 1)]
+    assert [r["wrote"] for r in by_rank] == [True, False, False, False]
+    assert [r["found"] for r in by_rank] == [4, 4, None, None]
+    assert [r["wrote"] for r in by_local] == [True, False, True, False]
+    assert [r["found"] for r in by_local] == [4] * 4
 
 
 def test_a_lonely_barrier_on_host_b_is_named_with_its_stack(seen):

@@ -1,0 +1,122 @@
+"""Nodes: what torchrun tells each rank about where it runs, and several
+nodes played on one machine, without root. Chapter 4 ("Across nodes").
+
+`torchrun --nnodes 2 --nproc-per-node 2 --node-rank N ...` starts two
+ranks on each node and gives each one, in its environment:
+
+    RANK              its rank in the whole job, 0..3: unique
+    LOCAL_RANK        its rank on its node, 0..1: 0 once per node
+    GROUP_RANK        its node's rank, N (torchrun sets no NODE_RANK)
+    LOCAL_WORLD_SIZE  ranks per node, 2;  WORLD_SIZE  ranks in all, 4
+
+`torchrun_nodes("-m", "ddpdemo.examples.node_cache")` runs that command
+once per node, here, at once, each launcher with a temporary directory of
+its own; `torchrun_env(rank, nproc_per_node, nnodes)` is the table for one
+rank, which tests/test_nodes.py checks against such a run.
+
+`SimulatedNodes(nnodes=2, nproc_per_node=2)` plays the nodes on one
+machine: `cluster.run(nodes.enter)` gives each rank of a 4-rank cluster
+the variables torchrun would (ranks 0-1 on node 0, 2-3 on node 1) and a
+node-local temporary directory of its node's own (TMPDIR, so
+`tempfile.gettempdir()` is the node's "/tmp"). On real hosts (the
+network-namespace hosts of tests/test_multihost.py) nothing is simulated:
+each host has its own /tmp.
+"""
+import os
+import shutil
+import socket
+import sys
+import tempfile
+
+import torch.distributed as dist
+
+from . import scripts
+
+# What torchrun sets that tells a rank where it runs (the agent's
+# worker_env in torch/distributed/elastic/agent/server/
+# local_elastic_agent.py); the others (MASTER_ADDR, TORCHELASTIC_*, ...)
+# are the rendezvous's business.
+VARIABLES = ("RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE",
+             "WORLD_SIZE")
+
+
+def torchrun_env(rank, nproc_per_node, nnodes):
+    """The variables torchrun gives global rank `rank` when every node
+    runs `nproc_per_node` ranks: node n holds ranks n*nproc_per_node and
+    on (static rendezvous, `--node-rank n`)."""
+    if not 0 <= rank < nproc_per_node * nnodes:
+        raise ValueError(f"rank {rank} is not in a job of {nnodes} nodes "
+                         f"of {nproc_per_node} ranks")
+    node, local_rank = divmod(rank, nproc_per_node)
+    return {"RANK": str(rank), "LOCAL_RANK": str(local_rank),
+            "GROUP_RANK": str(node),
+            "LOCAL_WORLD_SIZE": str(nproc_per_node),
+            "WORLD_SIZE": str(nproc_per_node * nnodes)}
+
+
+def free_port():
+    """A port the operating system says is free now, for torchrun's
+    static rendezvous: every node needs it before node 0 opens it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def torchrun_nodes(*args, nnodes=2, nproc_per_node=2,
+                   timeout=scripts.TIMEOUT):
+    """`torchrun --nnodes .. --nproc-per-node .. --node-rank n
+    --master-addr 127.0.0.1 --master-port P args` for each node n, all at
+    once on this machine, each with a temporary directory (TMPDIR) of its
+    own; prints each command and its output as ddpdemo.torchrun does.
+    Bounded. Returns the CompletedProcesses, node by node."""
+    port = free_port()
+    commands = [("torchrun", "--nnodes", str(nnodes), "--nproc-per-node",
+                 str(nproc_per_node), "--node-rank", str(node),
+                 "--master-addr", "127.0.0.1", "--master-port", str(port),
+                 *args) for node in range(nnodes)]
+    with tempfile.TemporaryDirectory(prefix="ddpdemo-nodes-") as root:
+        argvs = []
+        for node, (program, *rest) in enumerate(commands):
+            tmp = os.path.join(root, f"node{node}")
+            os.mkdir(tmp)
+            argvs.append(["env", f"TMPDIR={tmp}",
+                          os.path.join(os.path.dirname(sys.executable),
+                                       program), *rest])
+        done = scripts.collect(*argvs, timeout=timeout)
+    for command, run in zip(commands, done):
+        print("$", *command)
+        scripts.show(run, "ranks")
+    return done
+
+
+class SimulatedNodes:
+    """`nnodes` nodes of `nproc_per_node` ranks on this machine: a
+    scratch directory per node (`scratch[n]`, under one private temporary
+    directory) standing in for its /tmp. `enter` runs on every rank;
+    `close` removes the directories."""
+
+    def __init__(self, nnodes=2, nproc_per_node=2):
+        self.nnodes, self.nproc_per_node = nnodes, nproc_per_node
+        self.root = tempfile.mkdtemp(prefix="ddpdemo-nodes-")
+        self.scratch = [os.path.join(self.root, f"node{n}")
+                        for n in range(nnodes)]
+        for path in self.scratch:
+            os.mkdir(path)
+
+    def enter(self):
+        """On a rank: set the variables torchrun would give it, and point
+        its temporary directory at its node's scratch. Returns the
+        variables, and `TMPDIR` as the node's name (`node1`)."""
+        if dist.get_world_size() != self.nnodes * self.nproc_per_node:
+            raise ValueError(f"{self.nnodes} nodes of "
+                             f"{self.nproc_per_node} ranks need "
+                             f"{self.nnodes * self.nproc_per_node} ranks, "
+                             f"not {dist.get_world_size()}")
+        env = torchrun_env(dist.get_rank(), self.nproc_per_node, self.nnodes)
+        os.environ.update(env)
+        os.environ["TMPDIR"] = self.scratch[int(env["GROUP_RANK"])]
+        tempfile.tempdir = None         # gettempdir() reads TMPDIR again
+        return dict(env, TMPDIR=os.path.basename(tempfile.gettempdir()))
+
+    def close(self):
+        shutil.rmtree(self.root, ignore_errors=True)
