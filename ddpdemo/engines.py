@@ -25,7 +25,7 @@ from ipyparallel.cluster.launcher import (LocalControllerLauncher,
                                           LocalEngineLauncher,
                                           LocalEngineSetLauncher)
 
-from . import forkserver, processes
+from . import batch, forkserver, processes
 from .ssh import QuickSSHEngineSetLauncher, SSHRanks
 
 FORKSERVER_VARIABLE = "DDPDEMO_FORKSERVER"   # where a launcher asks for a fork
@@ -132,6 +132,8 @@ class Engines:
         self._used = set()      # engine ids given to a group so far
         self.fork = fork and self.local and sys.platform == "linux"
         self._ssh = None
+        # sbatch_args= / mpiexec_args=: for ddpdemo.batch's launchers.
+        self._launch_args = batch.launch_args(launcher, self._ipp_kwargs)
         if launcher == "ssh" and profile is None and "hosts" in ipp_kwargs:
             self._ssh = SSHRanks(world_size, tmpdir,
                                  self._ipp_kwargs.pop("hosts"),
@@ -160,7 +162,8 @@ class Engines:
             profile_dir=profile_dir, delay=0, log=quiet_log(),
             engines=(RankEngineSetLauncher if self._launcher == "local"
                      else QuickSSHEngineSetLauncher if self._ssh
-                     else self._launcher),
+                     else batch.LAUNCHERS.get(self._launcher,
+                                              self._launcher)),
             # ddpdemo.cluster stops it at exit, engines first and fast;
             # ipyparallel's own hook would stop the controller first,
             # politely, and a kernel manager may kill us while it waits.
@@ -234,7 +237,7 @@ class Engines:
             # remote engines end when the controller's heartbeat stops.
             self._ipp.start_engines_sync(
                 self.world_size, engine_set_id=f"g{generation}",
-                environment=base, **args)
+                environment=base, **args, **self._launch_args)
             return
         args["engine_cmd"] = processes.guarded("ipyparallel.engine",
                                                preload=preload)
