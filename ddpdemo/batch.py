@@ -18,12 +18,14 @@ submits a new one.
 """
 import os
 import signal
+import subprocess
 
 import psutil
 from ipyparallel.cluster.launcher import (MPIEngineSetLauncher,
                                           SlurmEngineSetLauncher)
 from traitlets import List, Unicode
 
+VERSION_TIMEOUT = 10.0   # s; `mpiexec --version`
 # Cluster(...) keyword -> the launcher trait it sets.
 ARGS = {"slurm": ("sbatch_args", "sbatch_args"),
         "mpi": ("mpiexec_args", "mpi_args")}
@@ -70,6 +72,18 @@ class MPIRanksLauncher(MPIEngineSetLauncher):
     def program(self):
         return self.engine_cmd
 
+    def find_args(self):
+        """mpiexec's command line. Open MPI passes a rank on another host
+        only the variables `-x` names; the engine needs its own (where
+        the controller is, PYTHONPATH, ...), so each is named. MPICH's
+        mpiexec passes the whole environment."""
+        args = super().find_args()
+        if not open_mpi(self.mpi_cmd):
+            return args
+        at = len(self.mpi_cmd)
+        names = [a for name in self.get_env() for a in ("-x", name)]
+        return args[:at] + names + args[at:]
+
     def signal(self, sig):
         """SIGKILL: the ranks first (mpiexec's children on this host),
         then mpiexec; on other hosts its daemons end with it."""
@@ -84,6 +98,19 @@ class MPIRanksLauncher(MPIEngineSetLauncher):
                 p.send_signal(signal.SIGKILL)
             except (psutil.NoSuchProcess, ProcessLookupError):
                 pass
+
+
+def open_mpi(mpi_cmd, _seen={}):
+    """Whether this mpiexec is Open MPI's (asked once per command)."""
+    key = tuple(mpi_cmd)
+    if key not in _seen:
+        try:
+            out = subprocess.run([*mpi_cmd, "--version"], capture_output=True,
+                                 text=True, timeout=VERSION_TIMEOUT).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            out = ""
+        _seen[key] = "Open MPI" in out or "OpenRTE" in out
+    return _seen[key]
 
 
 LAUNCHERS = {"slurm": SlurmRanksLauncher, "mpi": MPIRanksLauncher}
