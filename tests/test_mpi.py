@@ -78,7 +78,9 @@ def seen(two_hosts):
                     f"{err[-3000:]}")
     results = [line for line in out.splitlines() if line.startswith("{")]
     assert run.returncode == 0 and results, err[-3000:]
-    return json.loads(results[-1])
+    seen = json.loads(results[-1])
+    print(f"times (s, from Cluster(...)): {seen['times']}")   # pytest -s
+    return seen
 
 
 def test_rank_order_is_mpis_and_all_reduce_sums(seen):

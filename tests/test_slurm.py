@@ -79,7 +79,9 @@ def seen(slurm):
     results = [line for line in out.splitlines() if line.startswith("{")]
     assert run.returncode == 0 and results, \
         err[-3000:] + "\n" + slurm.log_tail("slurmctld")
-    return json.loads(results[-1])
+    seen = json.loads(results[-1])
+    print(f"times (s, from Cluster(...)): {seen['times']}")   # pytest -s
+    return seen
 
 
 def settled(check, wait=SETTLE):
