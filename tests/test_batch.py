@@ -81,9 +81,10 @@ def test_killing_an_mpi_generation_kills_its_ranks_too(tmp_path):
         time.sleep(0.01)
     assert len(children) == 2
     launcher.signal(signal.SIGKILL)
-    assert launcher.process.wait(timeout=10) == -signal.SIGKILL
-    for child in children:
-        child.wait(timeout=10)                    # raises if still alive
+    # Each wait raises if its process is still alive; mpiexec may exit
+    # on its own once its ranks are gone, before its SIGKILL lands.
+    for process in [launcher.process] + children:
+        process.wait(timeout=10)
 
 
 @pytest.mark.parametrize("variable", engine.RANK_VARIABLES)
