@@ -115,9 +115,11 @@ class Engines:
     local: engines on this machine, each launched under ddpdemo.guard
     with its RANK in its environment from birth. "ssh" with `hosts`
     in ipp_kwargs: one engine per rank too, each started by ipyparallel's
-    SSH launcher on its host (ddpdemo.ssh). Otherwise `launcher`
-    is ipyparallel's engine launcher ("mpi", "slurm", ...), or `profile`
-    names a running ipyparallel cluster whose engines we only use.
+    SSH launcher on its host (ddpdemo.ssh). "slurm", "mpi": one Slurm job
+    or one mpiexec per generation, whose task number is each engine's
+    rank (ddpdemo.batch). Otherwise `launcher` is another of ipyparallel's
+    engine launchers, or `profile` names a running ipyparallel cluster
+    whose engines we only use.
     """
 
     def __init__(self, world_size, tmpdir, *, launcher="local",
