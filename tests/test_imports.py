@@ -18,7 +18,7 @@ RANK_SIDE = {"ddpdemo.runtime.engine", "ddpdemo.runtime.guard",
              "ddpdemo.ledger"}
 # The notebook kernel's side of a cluster.
 KERNEL_SIDE = {f"ddpdemo.runtime.{m}" for m in (
-    "cluster", "engines", "placement", "ssh", "outcome", "watch", "magic",
+    "cluster", "engines", "placement", "ssh", "batch", "outcome", "watch", "magic",
     "progress", "group", "options")}
 # What ddpdemo.runtime may import of ddpdemo outside itself (its
 # docstring says so too).

@@ -8,6 +8,7 @@ RankError.
                engines, and the ipyparallel privates used (IPP_PRIVATES)
     placement  where engines run, one object per way: local, launcher
     ssh        ranks placed on other hosts over ssh (the third way)
+    batch      the Slurm and MPI launchers a LauncherPlacement uses
     group      turns a generation of engines into a process group
     outcome    what a run came to, gathered before a restart
     watch      bounded waits on the ranks; stacks of stuck ranks
@@ -24,7 +25,7 @@ four flat modules a hang report is made of: ddpdemo.errors,
 ddpdemo.ledger, ddpdemo.flight and ddpdemo.devices (they in turn use
 only the rank side and `waiting` of this folder). Never ddpdemo.book,
 never a lesson module. The rank-side modules (engine, guard, forkserver)
-import none of the kernel side (cluster, engines, placement, ssh,
+import none of the kernel side (cluster, engines, placement, ssh, batch,
 outcome, watch, magic, progress, options, group) nor ipyparallel's
 client: tests/test_imports.py checks this, and that the whole package
 has no import cycle.

@@ -57,7 +57,10 @@ class Cluster:
     engines: ipyparallel's engine launcher ("local", "mpi", "slurm",
     "ssh", ...), or profile: the name of a running ipyparallel cluster.
     With engines="ssh", hosts={host: ranks} places the ranks (and
-    ssh_args=[...] goes to ssh); see ddpdemo.runtime.ssh.SSHRanks.
+    ssh_args=[...] goes to ssh); see ddpdemo.runtime.ssh.SSHRanks. With
+    engines="slurm", sbatch_args=[...] goes to sbatch (partition, account,
+    time, GPUs per task); with engines="mpi", mpiexec_args=[...] to
+    mpiexec; see ddpdemo.runtime.batch.
     rendezvous: "file" (local default: a FileStore in a private temporary
     directory, no listener) or "tcp" (rank 0 opens a TCPStore on port 0).
     spares: keep world_size spare engines ready (local clusters), so a

@@ -25,10 +25,16 @@ from ..devices import (current_device, gloo_interface, gpu_count,
 _keep = {}
 
 
+# Where an engine's rank is found: ours (local, ssh), then the rank that
+# Open MPI, MPICH (PMI) or Slurm's srun gave its task (ddpdemo.batch).
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+
+
 def identify():
-    """(the RANK this engine was launched with, or -1 if none; its host):
+    """(the rank this engine was launched with, or -1 if none; its host):
     how the client maps engines to ranks and counts ranks per host."""
-    return int(os.environ.get("RANK", -1)), socket.gethostname()
+    found = [os.environ[v] for v in RANK_VARIABLES if v in os.environ]
+    return int(found[0]) if found else -1, socket.gethostname()
 
 
 def prepare(rank, local_rank, world_size, env, dump_path):

@@ -26,7 +26,7 @@ from ipyparallel.cluster.launcher import (LocalControllerLauncher,
                                           LocalEngineLauncher,
                                           LocalEngineSetLauncher)
 
-from . import engine, forkserver, processes, waiting
+from . import batch, engine, forkserver, processes, waiting
 from .placement import (FORKSERVER_VARIABLE, LauncherPlacement,
                         LocalPlacement)
 from .ssh import SSHRanks
@@ -66,7 +66,9 @@ class Engines:
 
     Where the engines run is its placement: "local" (LocalPlacement),
     "ssh" with `hosts` in ipp_kwargs (SSHRanks), otherwise ipyparallel's
-    engine launcher of that name ("mpi", "slurm", ...; LauncherPlacement).
+    engine launcher of that name (LauncherPlacement): "slurm" and "mpi" are
+    ddpdemo.runtime.batch's, one Slurm job or one mpiexec per generation
+    whose task number is each engine's rank; others are ipyparallel's own.
     With `profile`, a running ipyparallel cluster whose engines we only
     use: no placement, and nothing of ours to restart.
     """
@@ -93,7 +95,10 @@ class Engines:
             return SSHRanks(self.world_size, self.tmpdir,
                             self._ipp_kwargs.pop("hosts"),
                             self._ipp_kwargs.pop("ssh_args", ()))
-        return LauncherPlacement(self.world_size, launcher)
+        # sbatch_args= / mpiexec_args=: for ddpdemo.runtime.batch's launchers.
+        return LauncherPlacement(
+            self.world_size, batch.LAUNCHERS.get(launcher, launcher),
+            batch.launch_args(launcher, self._ipp_kwargs))
 
     @property
     def can_restart(self):

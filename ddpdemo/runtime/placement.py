@@ -1,6 +1,7 @@
 """Where a cluster's engines run, as three small objects with one
-interface: LocalPlacement (this machine), LauncherPlacement (one of
-ipyparallel's engine launchers: "mpi", "slurm", ...) and
+interface: LocalPlacement (this machine), LauncherPlacement (an engine
+launcher: "slurm" and "mpi" from ddpdemo.runtime.batch, or another of
+ipyparallel's) and
 ddpdemo.runtime.ssh.SSHRanks (ranks on hosts reached by ssh). Plumbing for
 ddpdemo.runtime.engines, which keeps the controller and the generations
 and leaves to its placement how a generation is launched, killed and
@@ -129,14 +130,17 @@ class LauncherPlacement:
     controller_kwargs = {}
     local = owns_controller = False
 
-    def __init__(self, world_size, launcher):
+    def __init__(self, world_size, launcher, launch_args=None):
         self.world_size = world_size
         self.engine_set_launcher = launcher
+        # The launcher's own settings for every generation (sbatch_args,
+        # mpi_args: ddpdemo.runtime.batch.launch_args).
+        self.launch_args = dict(launch_args or {})
 
     def launch(self, ipp_cluster, generation, env, args, preload=()):
         ipp_cluster.start_engines_sync(
             self.world_size, engine_set_id=f"g{generation}",
-            environment=env, **args)
+            environment=env, **args, **self.launch_args)
 
     def kill(self, engines, pids, generation=None):
         for es in engines.sets(generation).values():
