@@ -342,8 +342,10 @@ def test_chinese_notebooks_have_the_english_code_and_outputs(chinese):
                     b["metadata"]["mystnb"]["figure"]["caption"] = (
                         i18n.figure_caption(a))
                 assert a == b, f"{where} differs"
-            else:
+            elif i18n.cell_prose("".join(a["source"])):
                 assert CJK.search("".join(b["source"])), f"{page}: cell {i}"
+            else:                   # labels alone: no prose, kept as is
+                assert a["source"] == b["source"], f"{page}: cell {i}"
 
 
 def _glossary_entries(text):
@@ -413,3 +415,35 @@ def test_readme_builds_both_editions():
     assert "jupyter-book build ." in first
     assert "ddpdemo.book build" in first
     assert "python -m ddpdemo.book stale" in readme
+
+
+def test_labels_are_not_prose_and_come_back_in_the_chinese_cell():
+    # A section label (issue 21) leaves the unit, so its translation stays
+    # current; the Chinese cell gets it back above the same heading.
+    en = "Some text.\n\n(my-label)=\n## A heading\n\nMore."
+    assert i18n.cell_prose(en) == "Some text.\n\n## A heading\n\nMore."
+    assert i18n.cell_prose("(only-label)=") == ""
+    assert i18n.cell_prose("# Title\n\nNo label.") == "# Title\n\nNo label."
+    zh = "一些文字。\n\n## 一个标题\n\n更多。"
+    assert i18n.with_labels(en, zh) == (
+        "一些文字。\n\n(my-label)=\n## 一个标题\n\n更多。")
+    assert i18n.with_labels("(only-label)=", "") == "(only-label)="
+    two = "(a)=\n# One\n\ntext\n\n(b)=\n## Two"
+    assert i18n.with_labels(two, "# 一\n\n文\n\n## 二") == (
+        "(a)=\n# 一\n\n文\n\n(b)=\n## 二")
+
+
+def test_every_label_of_the_english_book_is_in_the_chinese_one(chinese):
+    # The Chinese pitfalls and glossary link to sections by these labels.
+    def labels(notebook):
+        return [re.findall(r"(?m)^\(([^()\s]+)\)=$", "".join(c["source"]))
+                for c in json.loads(notebook.read_text())["cells"]
+                if c["cell_type"] == "markdown"]
+
+    seen = 0
+    for page in i18n.pages():
+        if page.endswith(".ipynb"):
+            en = labels(ROOT / page)
+            assert labels(chinese / page) == en, page
+            seen += sum(map(len, en))
+    assert seen > 0

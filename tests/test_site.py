@@ -822,3 +822,52 @@ def test_chinese_search_finds_deadlock(zh_build, visit):
     hrefs = [a.get_attribute("href") for a in results.all()]
     assert any("05_val_dataloader_deadlock" in h for h in hrefs), hrefs
     assert visit.problems == [], "\n".join(visit.problems)
+
+
+def test_symptoms_page_links_readme_past_one_machine(build):
+    """The symptom page sends readers with GPUs on Slurm or MPI to the
+    README's "Past one machine" on the configured repository."""
+    _, html = build
+    url = yaml.safe_load((ROOT / "_config.yml").read_text())[
+        "repository"]["url"]
+    assert url not in (ROOT / "book" / "symptoms.md").read_text()
+    page = (html / "book" / "symptoms.html").read_text()
+    assert f'href="{url}#past-one-machine"' in page
+
+
+@pytest.mark.parametrize("fragment", [
+    "Watchdog caught collective operation timeout",
+    "Expected to have finished reduction",
+    "failed finding central directory"])
+def test_search_finds_the_symptom_page_by_error_text(visit, fragment):
+    page = visit.open(f"{toc_order()[0]}.html")
+    page.keyboard.press("Control+k")
+    field = page.locator("input[name='q']:visible").first
+    field.fill(fragment)
+    with page.expect_navigation():
+        field.press("Enter")
+    results = page.locator("#search-results ul.search li a")
+    results.first.wait_for()
+    hrefs = [a.get_attribute("href") for a in results.all()]
+    assert any("symptoms" in h for h in hrefs), hrefs
+    assert visit.problems == [], "\n".join(visit.problems)
+
+
+def test_solutions_are_hidden_until_clicked(visit):
+    """Every chapter's exercise solutions (tagged hide-cell) show neither
+    their code nor their output until the reader opens them."""
+    chapters = [n for n in toc_order() if re.search(r"/\d\d_", n)]
+    assert len(chapters) == 10
+    for name in chapters:
+        page = visit.open(f"{name}.html")
+        hidden = page.locator("div.tag_hide-cell")
+        assert hidden.count() >= 1, f"{name}: no hidden solution"
+        for i in range(hidden.count()):
+            cell = hidden.nth(i)
+            inner = cell.locator(".cell_input, .cell_output")
+            assert inner.count() >= 1
+            assert not any(inner.nth(j).is_visible()
+                           for j in range(inner.count())), name
+            cell.locator("summary").first.click()
+            assert inner.first.is_visible(), name
+    assert visit.problems == [], "\n".join(visit.problems)

@@ -1,8 +1,9 @@
 """Translations of the book's prose, stored as reviewable text (issue 14).
 
 The unit of translation is a notebook's markdown cell (keyed by its cell
-id) or figure caption (a code cell's mystnb.figure.caption metadata,
-keyed "<cell id>:caption"); a section of a Markdown page (keyed by its
+id; its MyST target lines "(label)=" are not part of it) or figure
+caption (a code cell's mystnb.figure.caption metadata, keyed
+"<cell id>:caption"); a section of a Markdown page (keyed by its
 heading's slug, "top" for what comes before the first heading), each
 entry of a {glossary} block being a unit of its own ("term-<slug>");
 or the book's title and a part's caption in _toc.yml ("title",
@@ -39,8 +40,8 @@ from pathlib import Path
 import yaml
 
 # How pages are cut into units; part of this module's interface.
-from .i18n_units import (CAPTION, figure_caption, md_units,  # noqa: F401
-                         render_md, split_md_unit)
+from .i18n_units import (CAPTION, cell_prose, figure_caption,  # noqa: F401
+                         md_units, render_md, split_md_unit, with_labels)
 
 ROOT = Path(__file__).resolve().parents[2]   # the repository
 LANG = "zh"
@@ -72,8 +73,9 @@ def units(page, root=ROOT):
     if path.suffix == ".ipynb":
         found = {}
         for cell in json.loads(path.read_text())["cells"]:
-            if cell["cell_type"] == "markdown":
-                found[cell["id"]] = "".join(cell["source"])
+            prose = cell_prose("".join(cell["source"]))
+            if cell["cell_type"] == "markdown" and prose:
+                found[cell["id"]] = prose
             caption = figure_caption(cell)
             if caption is not None:
                 found[f"{cell['id']}{CAPTION}"] = caption

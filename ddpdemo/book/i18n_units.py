@@ -8,10 +8,17 @@ glossary's fence and options) is not translated: render_md() puts the
 translated units back into the English page's text. A notebook's figure
 caption (a code cell's mystnb.figure.caption metadata) is a unit keyed
 "<cell id>:caption". Used by ddpdemo.book.i18n (issue 14).
+
+In a notebook's markdown cell, MyST target lines "(label)=" are not
+prose: cell_prose() leaves them out of the unit (a cell of labels alone
+has no unit), so adding a label to a section leaves its translation
+current, and with_labels() puts them back into the Chinese cell, each
+above the same heading as in the English one.
 """
 import re
 
 CAPTION = ":caption"    # a code cell's figure caption: "<cell id>:caption"
+TARGET = re.compile(r"^\(([^()\s]+)\)=\s*$")   # a MyST target line, "(label)="
 
 
 def _slug(heading):
@@ -129,3 +136,50 @@ def figure_caption(cell):
     metadata), or None."""
     figure = cell.get("metadata", {}).get("mystnb", {}).get("figure", {})
     return figure.get("caption")
+
+
+def cell_prose(source):
+    """A markdown cell's text without its MyST target lines (and the blank
+    line after each): the unit of translation; "" for a cell of labels."""
+    lines = source.split("\n")
+    kept, skip_blank = [], False
+    for line in lines:
+        if TARGET.match(line):
+            skip_blank = True
+            continue
+        if skip_blank and not line.strip():
+            skip_blank = False
+            continue
+        skip_blank = False
+        kept.append(line)
+    return "\n".join(kept).strip("\n") if len(kept) < len(lines) else source
+
+
+def with_labels(en_source, zh_text):
+    """zh_text with the English cell's target lines put back: a label
+    above the English cell's k-th heading goes above the k-th heading of
+    zh_text (the first line when there is none)."""
+    heading = re.compile(r"^#{1,6} ")
+    pending, above = [], {}
+    k = 0
+    for line in en_source.split("\n"):
+        if TARGET.match(line):
+            pending.append(line)
+        elif heading.match(line):
+            above.setdefault(k, []).extend(pending)
+            pending, k = [], k + 1
+        elif line.strip():
+            above.setdefault(k, []).extend(pending)
+            pending = []
+    if pending:
+        above.setdefault(k, []).extend(pending)
+    if not above:
+        return zh_text
+    out, k = [], 0
+    for line in zh_text.split("\n") if zh_text else []:
+        if heading.match(line):
+            out.extend(above.pop(k, []))
+            k += 1
+        out.append(line)
+    rest = [label for labels in above.values() for label in labels]
+    return "\n".join(rest + out) if zh_text else "\n".join(rest)

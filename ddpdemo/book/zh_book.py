@@ -41,12 +41,14 @@ def _write(path, data):
 
 def notebook(en_text, zh):
     """The Chinese notebook: the English one with each markdown cell's
-    source replaced by zh[cell id] and each figure caption by
-    zh[cell id + ':caption']; everything else untouched."""
+    source replaced by zh[cell id] (its MyST labels kept, above the same
+    headings) and each figure caption by zh[cell id + ':caption'];
+    everything else untouched (a cell of labels alone stays as it is)."""
     nb = json.loads(en_text)
     for cell in nb["cells"]:
-        if cell["cell_type"] == "markdown":
-            cell["source"] = zh[cell["id"]].splitlines(keepends=True)
+        if cell["cell_type"] == "markdown" and cell["id"] in zh:
+            source = i18n.with_labels("".join(cell["source"]), zh[cell["id"]])
+            cell["source"] = source.splitlines(keepends=True)
         if i18n.figure_caption(cell) is not None:
             figure = cell["metadata"]["mystnb"]["figure"]
             figure["caption"] = zh[cell["id"] + i18n.CAPTION]

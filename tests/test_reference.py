@@ -1,0 +1,167 @@
+"""The reference pages (issue 21): symptoms, pitfalls and glossary.
+
+book/symptoms.md quotes error messages; each quote (a ```text block) is
+followed by a MyST comment saying how it is checked, and this test checks
+it that way, so the page cannot drift from the installed torch:
+
+    % checked: output NOTEBOOK   every line is in NOTEBOOK's stored outputs,
+                                 which strict nbval re-runs on gloo
+    % checked: live torch.load   the test provokes it and compares
+    % checked: live open
+    % checked: absent SOURCE     NCCL-only text, not in the installed CPU
+                                 build: the test checks that it is still
+                                 absent, so the page's note stays true
+
+Every link of the three pages goes to a section label that exists, and
+pitfalls and glossary link to sections, never to whole chapters.
+"""
+import json
+import os
+import re
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BOOK = os.path.join(ROOT, "book")
+TORCH = os.path.dirname(torch.__file__)
+QUOTE = re.compile(r"^```text\n(.*?)^```\n% checked: (\w+) (\S+)$",
+                   re.M | re.S)
+pytestmark = pytest.mark.timeout(300)
+
+
+def read(name):
+    with open(os.path.join(BOOK, name)) as f:
+        return f.read()
+
+
+def quotes():
+    """[(lines, kind, argument)] of the symptoms page, in page order."""
+    return [([line for line in text.splitlines() if line.strip()], kind, arg)
+            for text, kind, arg in QUOTE.findall(read("symptoms.md"))]
+
+
+def outputs(stem):
+    """All text a notebook's stored outputs show."""
+    with open(os.path.join(BOOK, f"{stem}.ipynb")) as f:
+        nb = json.load(f)
+    found = []
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            found.append("".join(out.get("text", "")))
+            found.append("".join(out.get("data", {}).get("text/plain", "")))
+            found.append(out.get("evalue", ""))
+    return "\n".join(found)
+
+
+def torch_contains(phrase):
+    """Whether the installed torch's sources, headers or libraries hold
+    phrase anywhere."""
+    needle = phrase.encode()
+    for folder, _, files in os.walk(TORCH):
+        for name in files:
+            if name.endswith((".py", ".h", ".hpp", ".cpp", ".cuh")) or \
+                    ".so" in name:
+                with open(os.path.join(folder, name), "rb") as f:
+                    if needle in f.read():
+                        return True
+    return False
+
+
+def provoke(kind, tmp_path):
+    """The message a live run gives, as `Type: message`."""
+    path = tmp_path / "file"
+    try:
+        if kind == "torch.load":        # a checkpoint cut in half
+            torch.save({"w": torch.ones(1000)}, path)
+            data = path.read_bytes()
+            path.write_bytes(data[:len(data) // 2])
+            torch.load(path)
+        elif kind == "open":            # a file that is not there
+            open(tmp_path / "missing")
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    raise AssertionError(f"{kind} raised nothing")
+
+
+def test_every_quote_says_how_it_is_checked():
+    text = read("symptoms.md")
+    assert text.count("```text") == len(quotes()) >= 8
+    kinds = {kind for _, kind, _ in quotes()}
+    assert kinds == {"output", "live", "absent"}
+
+
+@pytest.mark.parametrize("lines,kind,arg", quotes())
+def test_quoted_message_is_the_real_one(lines, kind, arg, tmp_path):
+    if kind == "output":
+        shown = outputs(arg)
+        for line in lines:
+            assert line in shown, f"{arg} does not show {line!r}"
+    elif kind == "live":
+        real = provoke(arg, tmp_path)
+        for line in lines:
+            assert line in real, (line, real)
+    elif kind == "absent":
+        # The page says these lines are not in the installed CPU build.
+        assert arg.endswith(".cpp") and not any(
+            os.path.basename(arg) in files for _, _, files in os.walk(TORCH))
+        for line in lines:
+            phrase = re.findall(r"[A-Za-z][A-Za-z ]{20,}[A-Za-z]", line)[0]
+            assert not torch_contains(phrase), (
+                f"{phrase!r} is in the installed torch now: cite it")
+        # ... while the class that prints them is declared there.
+        header = os.path.join(TORCH, "include", "torch", "csrc",
+                              "distributed", "c10d",
+                              os.path.basename(arg)[:-4] + ".hpp")
+        with open(header) as f:
+            assert "getNCCLWatchdogTimeoutErrorMsg" in f.read()
+    else:
+        raise AssertionError(f"unknown check {kind}")
+
+
+def labels():
+    """Every MyST label defined in the book's pages and notebooks."""
+    found = set()
+    for name in os.listdir(BOOK):
+        path = os.path.join(BOOK, name)
+        if name.endswith(".md"):
+            found |= set(re.findall(r"(?m)^\(([^()\s]+)\)=$", read(name)))
+        elif name.endswith(".ipynb"):
+            with open(path) as f:
+                for cell in json.load(f)["cells"]:
+                    if cell["cell_type"] == "markdown":
+                        found |= set(re.findall(r"(?m)^\(([^()\s]+)\)=$",
+                                                "".join(cell["source"])))
+    return found
+
+
+def refs(text):
+    """The labels a page's {ref} roles point at."""
+    return [m.group(2) or m.group(1) for m in re.finditer(
+        r"\{ref\}`(?:[^`<]*<([^>]+)>|([^`<]+))`", text)]
+
+
+@pytest.mark.parametrize("page", ["pitfalls.md", "glossary.md",
+                                  "symptoms.md"])
+def test_links_go_to_sections_that_exist(page):
+    text = read(page)
+    assert "{doc}" not in text, f"{page} links to a whole chapter"
+    assert not re.search(r"\]\((?!https?:)[^)#]*\.(ipynb|md)\)", text)
+    targets = refs(text)
+    assert targets, f"{page} links to nothing"
+    missing = sorted(set(targets) - labels())
+    assert missing == [], f"{page} links to labels nobody defines"
+
+
+def test_every_pitfall_links_to_a_section():
+    text = read("pitfalls.md")
+    entries = re.split(r"\n(?=\*\*)", text.split("\n## ", 1)[1])
+    for entry in entries:
+        if entry.startswith("**"):
+            assert refs(entry), f"no section link: {entry[:60]}"
+
+
+def test_symptoms_page_comes_right_after_the_introduction():
+    from ddpdemo.i18n import toc_names
+    names = toc_names()
+    assert names[:2] == ["book/intro", "book/symptoms"]
