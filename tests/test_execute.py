@@ -103,3 +103,22 @@ def test_cell_seconds_reads_nbclient_timing_metadata():
         "shell.execute_reply": "2026-11-22T05:00:01.750000Z"}
     nb.cells.append(new_code_cell("never run"))
     assert execute.cell_seconds(nb) == [(1.5, 1, "import time")]
+
+
+def test_nccl_check_without_enough_gpus_says_so_in_one_line(tmp_path):
+    # On this CPU build torch sees no GPU: the command must end before any
+    # kernel starts (a notebook that would fail at once shows it did not
+    # run), with one line that says how many GPUs it needs and sees.
+    nb = tmp_path / "fails.ipynb"
+    nbformat.write(notebook(source="raise SystemExit('ran')"), nb)
+    assert execute.visible_gpus() < execute.NCCL_GPUS
+    done = subprocess.run(
+        [sys.executable, "-m", "ddpdemo.book.execute", "--backend", "nccl",
+         "--check", str(nb)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0] == (f"--backend nccl needs {execute.NCCL_GPUS} GPUs (one "
+                        "per rank of the book's largest cluster); this "
+                        "machine's torch sees 0: nothing was run")

@@ -24,6 +24,7 @@ import configparser
 import os
 import pathlib
 import re
+import subprocess
 import sys
 import time
 
@@ -144,6 +145,21 @@ def execute(path, store=True, timings=False):
     return rows
 
 
+# The book's largest cluster has 4 ranks (chapters 1, 4 and 7); NCCL wants a
+# GPU of its own for each.
+NCCL_GPUS = 4
+
+
+def visible_gpus():
+    """GPUs torch sees here (0 on a CPU build), asked in a child process so
+    that this one never initialises CUDA before the kernels do."""
+    code = ("import torch; print(torch.cuda.device_count() "
+            "if torch.cuda.is_available() else 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, timeout=120)
+    return int(out.stdout.strip() or 0)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=pathlib.Path)
@@ -157,6 +173,14 @@ def main(argv=None):
     if args.backend not in (None, "gloo") and not args.check:
         parser.error("stored outputs are gloo's: use --backend "
                      f"{args.backend} with --check")
+    if args.backend == "nccl":
+        gpus = visible_gpus()
+        if gpus < NCCL_GPUS:
+            # Say it before a kernel starts: a chapter's first cell would
+            # otherwise end in a traceback from deep inside the cluster.
+            parser.exit(2, f"--backend nccl needs {NCCL_GPUS} GPUs (one per "
+                           f"rank of the book's largest cluster); this "
+                           f"machine's torch sees {gpus}: nothing was run\n")
     os.environ["IPP_NONINTERACTIVE"] = "1"
     if args.backend:
         os.environ["DDPDEMO_BACKEND"] = args.backend
