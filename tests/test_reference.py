@@ -162,6 +162,6 @@ def test_every_pitfall_links_to_a_section():
 
 
 def test_symptoms_page_comes_right_after_the_introduction():
-    from ddpdemo.i18n import toc_names
+    from ddpdemo.book.i18n import toc_names
     names = toc_names()
     assert names[:2] == ["book/intro", "book/symptoms"]
