@@ -1,6 +1,6 @@
 """One cluster's life under a real Slurm or a real MPI, for
 tests/test_slurm.py and tests/test_mpi.py: run on host a of the test
-hosts (ddpdemo.hosts.TwoHosts) as
+hosts (TwoHosts in tests/hosts.py) as
 
     python tests/batch_scenario.py ARGS_JSON
 
@@ -15,6 +15,19 @@ import time
 
 WORLD_SIZE = 4
 HANG_TIMEOUT = 3.0       # s; the lonely barrier's bound
+
+
+def check_named_hang(hang):
+    """What both tests assert of the lonely barrier's HangError: rank 3
+    named, with its stack down to barrier() and its Flight Recorder
+    ledger one collective ahead of its peers'."""
+    assert hang["ranks"] == [3]
+    assert "rank 3 is blocked in barrier(), called from:" in hang["message"]
+    assert hang["stack"][0] == "lonely_barrier_on_rank_3"
+    assert hang["stack"][-1] == "barrier"
+    ops = {int(r): o for r, o in hang["ops"].items()}
+    assert len(ops[3]) == len(ops[0]) + 1, ops
+    assert "rank 3" in hang["divergence"], hang["divergence"]
 
 
 # -- on the ranks ------------------------------------------------------
@@ -49,7 +62,6 @@ def scenario(kwargs):
     """Everything the tests check, in one cluster's life. Returns a dict;
     times["formed"] is from Cluster(...) to a formed group."""
     from ddpdemo import Cluster, HangError
-    from ddpdemo.ledger import entries
     seen, began = {"times": {}}, time.monotonic()
 
     def lap(name):

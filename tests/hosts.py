@@ -236,6 +236,29 @@ class TwoHosts:
             ["nsenter", "--target", str(self._sshd[host].pid), "--net",
              "--uts", "--mount", "--", *cmd], **kwargs)
 
+    def run_scenario(self, host, script, args, env, timeout, log=str):
+        """Run `python script args-as-JSON` on `host` and return the last
+        JSON line it prints (the tests' scenarios print what they saw as
+        one); fail the test, with the tail of its stderr and of `log()`,
+        if it takes over `timeout` seconds or exits non-zero."""
+        import json
+        import sys
+
+        import pytest
+        run = self.popen(host, [sys.executable, script, json.dumps(args)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+        try:
+            out, err = run.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            out, err = run.communicate()
+            pytest.fail(f"the scenario took over {timeout} s:\n"
+                        f"{err[-3000:]}\n{log()}")
+        results = [line for line in out.splitlines() if line.startswith("{")]
+        assert run.returncode == 0 and results, err[-3000:] + "\n" + log()
+        return json.loads(results[-1])
+
     def ssh_command(self, host):
         """The ssh command line that reaches `host` (from the other one)."""
         return ["ssh", "-F", self.ssh_config, self.hostnames[host]]

@@ -11,11 +11,8 @@ the tests below check what it saw and what is left on the hosts. Needs
 root, `ip netns`, openssh-server and Debian's openmpi-bin; without them
 the tests skip and say why.
 """
-import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 
 import psutil
@@ -65,20 +62,9 @@ def mpiexec_args(two_hosts):
 def seen(two_hosts):
     kwargs = dict(engines="mpi", mpiexec_args=mpiexec_args(two_hosts),
                   controller_ip=hosts.ADDRESSES["a"])
-    run = two_hosts.popen(
-        "a", [sys.executable, batch_scenario.__file__, json.dumps(kwargs)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, TMPDIR=two_hosts.tmp))
-    try:
-        out, err = run.communicate(timeout=SCENARIO_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        run.kill()
-        out, err = run.communicate()
-        pytest.fail(f"the scenario took over {SCENARIO_TIMEOUT} s:\n"
-                    f"{err[-3000:]}")
-    results = [line for line in out.splitlines() if line.startswith("{")]
-    assert run.returncode == 0 and results, err[-3000:]
-    seen = json.loads(results[-1])
+    seen = two_hosts.run_scenario(
+        "a", batch_scenario.__file__, kwargs,
+        dict(os.environ, TMPDIR=two_hosts.tmp), SCENARIO_TIMEOUT)
     print(f"times (s, from Cluster(...)): {seen['times']}")   # pytest -s
     return seen
 
@@ -95,14 +81,7 @@ def test_rank_order_is_mpis_and_all_reduce_sums(seen):
 
 
 def test_a_lonely_barrier_on_hostb_is_named_with_stack_and_ledger(seen):
-    hang = seen["hang"]
-    assert hang["ranks"] == [3]
-    assert "rank 3 is blocked in barrier(), called from:" in hang["message"]
-    assert hang["stack"][0] == "lonely_barrier_on_rank_3"
-    assert hang["stack"][-1] == "barrier"
-    ops = {int(r): o for r, o in hang["ops"].items()}
-    assert len(ops[3]) == len(ops[0]) + 1, ops
-    assert "rank 3" in hang["divergence"], hang["divergence"]
+    batch_scenario.check_named_hang(seen["hang"])
 
 
 def test_a_restart_is_a_new_mpiexec(seen):

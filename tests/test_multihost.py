@@ -249,22 +249,12 @@ def seen(two_hosts):
                 "/tmp", os.path.basename(two_hosts.tmp) + "-labels")}
     # TMPDIR: the cluster's directories, on both hosts, go inside the
     # hosts' own, which the fixture removes even if the scenario fails.
-    run = two_hosts.popen(
-        "a", [sys.executable, os.path.abspath(__file__), json.dumps(args)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, TMPDIR=two_hosts.tmp))
-    try:
-        out, err = run.communicate(timeout=SCENARIO_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        run.kill()
-        out, err = run.communicate()
-        pytest.fail(f"the scenario took over {SCENARIO_TIMEOUT} s:\n"
-                    f"{err[-3000:]}")
-    results = [line for line in out.splitlines() if line.startswith("{")]
-    assert run.returncode == 0 and results, err[-3000:]
+    seen = two_hosts.run_scenario(
+        "a", os.path.abspath(__file__), args,
+        dict(os.environ, TMPDIR=two_hosts.tmp), SCENARIO_TIMEOUT)
     # The hosts' /tmp are not this machine's: nothing of theirs here.
     assert not os.path.exists(args["node_dir"])
-    return json.loads(results[-1])
+    return seen
 
 
 def test_all_reduce_sums_on_every_rank_of_both_hosts(seen):

@@ -65,21 +65,10 @@ def seen(slurm):
                   controller_ip=hosts.ADDRESSES["a"])
     # TMPDIR: the cluster's directory (its profile, the batch script, the
     # engines' log) goes inside the hosts' own, shared by both nodes.
-    run = slurm.hosts.popen(
-        "a", [sys.executable, batch_scenario.__file__, json.dumps(kwargs)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=slurm.env(dict(os.environ, TMPDIR=slurm.hosts.tmp)))
-    try:
-        out, err = run.communicate(timeout=SCENARIO_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        run.kill()
-        out, err = run.communicate()
-        pytest.fail(f"the scenario took over {SCENARIO_TIMEOUT} s:\n"
-                    f"{err[-3000:]}\n{slurm.log_tail('slurmctld')}")
-    results = [line for line in out.splitlines() if line.startswith("{")]
-    assert run.returncode == 0 and results, \
-        err[-3000:] + "\n" + slurm.log_tail("slurmctld")
-    seen = json.loads(results[-1])
+    seen = slurm.hosts.run_scenario(
+        "a", batch_scenario.__file__, kwargs,
+        slurm.env(dict(os.environ, TMPDIR=slurm.hosts.tmp)),
+        SCENARIO_TIMEOUT, log=lambda: slurm.log_tail("slurmctld"))
     print(f"times (s, from Cluster(...)): {seen['times']}")   # pytest -s
     return seen
 
@@ -130,16 +119,7 @@ def test_what_the_reader_passes_reaches_the_jobs_record(seen, slurm):
 
 
 def test_a_lonely_barrier_on_hostb_is_named_with_stack_and_ledger(seen):
-    hang = seen["hang"]
-    assert hang["ranks"] == [3]
-    assert "rank 3 is blocked in barrier(), called from:" in hang["message"]
-    assert hang["stack"][0] == "lonely_barrier_on_rank_3"
-    assert hang["stack"][-1] == "barrier"
-    # Rank 3's Flight Recorder, read over the store: one more collective
-    # than its peers recorded.
-    ops = {int(r): o for r, o in hang["ops"].items()}
-    assert len(ops[3]) == len(ops[0]) + 1, ops
-    assert "rank 3" in hang["divergence"], hang["divergence"]
+    batch_scenario.check_named_hang(seen["hang"])
 
 
 def test_a_restart_is_a_new_job_and_the_old_one_is_cancelled(seen, slurm):

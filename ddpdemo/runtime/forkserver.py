@@ -26,9 +26,9 @@ import select
 import signal
 import socket
 import sys
-import time
 import traceback
 
+from . import waiting
 from .guard import alive
 
 PARENT_POLL = 0.5   # s; how often the server looks for its kernel
@@ -41,17 +41,19 @@ def exit_path(sock_path, pid):
 def request(sock_path, argv, env, cwd, log, timeout=30.0):
     """Ask the server at sock_path to run `python -m argv[0] argv[1:]`
     with this environment, cwd and log file; returns the child's pid."""
-    deadline = time.monotonic() + timeout
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
-        while True:     # the server binds once python and ddpdemo are up
+
+        def connected():
             try:
                 conn.connect(sock_path)
-                break
+                return True
             except (FileNotFoundError, ConnectionRefusedError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
+                return False
+
+        # The server binds once python and ddpdemo are up.
+        if not waiting.until(connected, timeout, every=0.02):
+            conn.connect(sock_path)     # raise what stopped it
         conn.sendall(json.dumps(dict(argv=list(argv), env=dict(env),
                                      cwd=cwd, log=log)).encode() + b"\n")
         reply = conn.makefile("rb").readline()

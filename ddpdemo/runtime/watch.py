@@ -24,23 +24,26 @@ def wait(ars, timeout, is_alive, grace=FAILURE_GRACE):
     is_alive(rank) says whether a rank's process still runs. Returns the
     lists (pending, failed, dead) of ranks.
     """
-    deadline = time.monotonic() + timeout
-    first_failure = None
     ranks = range(len(ars))
-    while True:
+    first_failure = None
+    seen = {}
+
+    def settled():
+        nonlocal first_failure
         done = [r for r in ranks if ars[r].ready()]
         failed = [r for r in done if not ars[r].successful()]
         dead = [r for r in ranks if r not in done and not is_alive(r)]
         pending = [r for r in ranks if r not in done and r not in dead]
-        now = time.monotonic()
+        seen["state"] = pending, failed, dead
         if not pending:
-            return pending, failed, dead
+            return True
+        now = time.monotonic()
         if (failed or dead) and first_failure is None:
             first_failure = now
-        if now > deadline or (first_failure is not None
-                              and now - first_failure > grace):
-            return pending, failed, dead
-        time.sleep(POLL)
+        return first_failure is not None and now - first_failure > grace
+
+    waiting.until(settled, timeout, every=POLL)
+    return seen["state"]
 
 
 def echo_output(ars):
