@@ -25,6 +25,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -117,6 +118,18 @@ def sweep():
         owner = os.path.basename(path).split("-")[2]
         if owner.isdigit() and not psutil.pid_exists(int(owner)):
             shutil.rmtree(path, ignore_errors=True)
+
+
+def kept_under_tmp(run_dir):
+    """What a host's own /tmp must still show: this run's directory, and
+    the repository and the virtualenv (sys.prefix) where they are under
+    /tmp; a path inside another kept one is kept with it."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tmp = "/tmp/"          # where each host mounts its own tmpfs
+    paths = sorted({os.path.realpath(p) for p in (run_dir, repo, sys.prefix)
+                    if os.path.realpath(p).startswith(tmp)})
+    return [p for p in paths
+            if not any(p.startswith(q + os.sep) for q in paths if q != p)]
 
 
 class TwoHosts:
@@ -212,19 +225,25 @@ class TwoHosts:
                 f"PidFile {self.tmp}/sshd_{host}.pid",
                 "Subsystem sftp internal-sftp", ""]))
         # The host is born with its sshd: a hostname, and a tmpfs on /tmp
-        # with this run's directory bound back in. The bind's source is
-        # the directory opened before the tmpfs hid it (fd 3), given
-        # as-is: mount would otherwise resolve the path again, under the
-        # new /tmp.
-        script = ('hostname "$0" && exec 3<"$1" && '
-                  'mount -t tmpfs -o mode=1777 tmpfs /tmp && '
-                  'mkdir -p "$1" && '
-                  'mount --no-canonicalize --bind /proc/self/fd/3 "$1" && '
-                  'exec 3<&- && shift && exec "$@"')
+        # with this run's directory bound back in, and the repository and
+        # virtualenv too where they live under /tmp (a CI clone may). Each
+        # bind's source is the directory opened before the tmpfs hid it
+        # (fd 3, 4, ...), given as-is: mount would otherwise resolve the
+        # path again, under the new /tmp.
+        keep = kept_under_tmp(self.tmp)
+        script = 'hostname "$0"'
+        for i, _ in enumerate(keep):
+            script += f' && exec {3 + i}<"${i + 1}"'
+        script += ' && mount -t tmpfs -o mode=1777 tmpfs /tmp'
+        for i, _ in enumerate(keep):
+            script += (f' && mkdir -p "${i + 1}" && mount --no-canonicalize'
+                       f' --bind /proc/self/fd/{3 + i} "${i + 1}"'
+                       f' && exec {3 + i}<&-')
+        script += f' && shift {len(keep)} && exec "$@"'
         self._sshd[host] = subprocess.Popen(
             ["ip", "netns", "exec", self.namespaces[host], "unshare",
              "--uts", "--mount", "--propagation", "private", "sh", "-c",
-             script, self.hostnames[host], self.tmp,
+             script, self.hostnames[host], *keep,
              SSHD, "-D", "-e", "-f", config],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
