@@ -100,3 +100,27 @@ def test_icon_fonts_keep_the_named_icons_only(tmp_path):
         assert "font-family:Font Awesome" in rule
         ranges = set(re.findall(r"U\+([0-9A-F]+)", rule))
         assert ranges == {f"{c:X}" for c in font.getBestCmap()}, name
+
+
+def test_plain_token_spans_go_only_where_both_modes_draw_them_plain():
+    # The site's two Pygments styles (pydata-sphinx-theme's light and dark
+    # ones) draw names, punctuation and spaces in the code's own colour;
+    # tango draws punctuation bold, so there it must stay.
+    from sphinx.highlighting import PygmentsBridge
+
+    from ddpdemo.book.lightpages import plain_token_classes, strip_plain
+
+    def css(style):
+        return PygmentsBridge("html", style).get_stylesheet()
+
+    light, dark = (css(f"a11y-high-contrast-{m}") for m in ("light", "dark"))
+    plain = plain_token_classes(light, dark)
+    assert {"n", "p", "w"} <= plain
+    assert not {"k", "o", "s2", "mi", "c1"} & plain   # coloured tokens
+    assert "p" not in plain_token_classes(light, css("tango"))
+    code = ('<span class="n">x</span><span class="w"> </span>'
+            '<span class="o">=</span><span class="p">(</span>'
+            '<span class="mi">1</span><span class="p">)</span>')
+    assert strip_plain(code, plain) == (
+        'x <span class="o">=</span>(<span class="mi">1</span>)')
+    assert strip_plain(code, set()) == code

@@ -30,6 +30,13 @@ And the site's root, index.html, is a redirect to the first page with
 an empty icon of its own (sphinx-external-toc's has no <head>, so a
 browser asks for /favicon.ico: a 404 on every visit through the root).
 
+- Code without markup that draws nothing. Pygments wraps every name,
+  punctuation mark and space of a code cell in its own <span>; where the
+  site's light and dark styles both draw such a token exactly like the
+  code around it (plain_token_classes), the span only weighs: about half
+  of a long chapter's HTML. Each page's body is written without them
+  (html-page-context), so it looks the same and weighs less.
+
 The pages that teach with formulas are chapters 06 and 07.
 """
 import re
@@ -211,12 +218,60 @@ def _root_page(app):
         app.config.html_additional_pages.setdefault("index", REDIRECT)
 
 
+def plain_token_classes(*stylesheets):
+    """Pygments classes that every stylesheet given (Pygments' own CSS,
+    one per colour mode) draws only in the colour of the code around
+    them: `.highlight .n { color: C }` where `.highlight` has colour C."""
+    classes = None
+    for css in stylesheets:
+        base = re.search(r"^\.highlight \{[^}]*\bcolor: (#\w+)", css, re.M)
+        same = set() if base is None else {
+            m.group(1) for m in re.finditer(
+                r"^\.highlight \.(\w+) \{ color: (#\w+) \}", css, re.M)
+            if m.group(2).lower() == base.group(1).lower()}
+        classes = same if classes is None else classes & same
+    return classes or set()
+
+
+def strip_plain(html, classes):
+    """html without the <span class="X"> wrappers of the given classes
+    (their text stays; Pygments' token text is escaped, span-free)."""
+    if not classes:
+        return html
+    pattern = "|".join(sorted(map(re.escape, classes)))
+    return re.sub(rf'<span class="(?:{pattern})">([^<]*)</span>', r"\1", html)
+
+
+def _plain_classes(app):
+    # The styles pydata-sphinx-theme writes into pygments.css for its two
+    # colour modes (its pygments_light_style and pygments_dark_style),
+    # which are not Sphinx's own pygments_style.
+    from pydata_sphinx_theme.utils import get_theme_options_dict
+    from sphinx.highlighting import PygmentsBridge
+    options = get_theme_options_dict(app)
+    theme = app.builder.theme.get_options() \
+        if getattr(app.builder, "theme", None) else {}
+    names = [options.get(key) or theme.get(key) for key in
+             ("pygments_light_style", "pygments_dark_style")]
+    app.lightpages_plain = plain_token_classes(*(
+        PygmentsBridge("html", name).get_stylesheet()
+        for name in names)) if all(names) else set()
+
+
+def _lighter_body(app, pagename, templatename, context, doctree):
+    if "body" in context:
+        context["body"] = strip_plain(context["body"],
+                                      getattr(app, "lightpages_plain", ()))
+
+
 def setup(app):
     app.add_html_math_renderer(RENDERER, (visit_math, None),
                                (visit_displaymath, None))
     app.connect("config-inited", _configure)
     app.connect("builder-inited", _root_page)
     app.connect("builder-inited", _icons)
+    app.connect("builder-inited", _plain_classes)
+    app.connect("html-page-context", _lighter_body)
     app.add_css_file(ICON_CSS)
     app.add_css_file("lightpages.css")        # display formulas centred
     return {"parallel_read_safe": True, "parallel_write_safe": True}
