@@ -55,7 +55,12 @@ def test_identify_reads_the_launch_rank(monkeypatch):
 def test_prepare_sets_the_rank_environment_and_arms_a_dump(tmp_path,
                                                            monkeypatch):
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "DDPDEMO_TEST"):
-        monkeypatch.delenv(name, raising=False)
+        # Set, then deleted: monkeypatch records a name it sets, so what
+        # prepare() writes is undone after the test. A bare delenv of an
+        # absent name records nothing, and RANK=1 leaked into every later
+        # test's subprocesses (the Slurm and MPI engines read it first).
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     dump = tmp_path / "stack.txt"
     facts = engine.prepare(1, 0, 2, {"DDPDEMO_TEST": 7}, str(dump))
     try:
