@@ -87,6 +87,31 @@ def namespace_pids(name):
     return pids
 
 
+def leftovers(namespaces, keep=(), wait=10.0):
+    """Processes still running on the hosts {host: namespace} besides the
+    pids in `keep` and this process, once those stopping have had `wait` s
+    to go: {host: [command lines]}. A zombie is not running (the runtime's
+    one meaning of alive, ddpdemo.runtime.processes.alive). What the
+    two-host, Slurm and MPI tests all check after a stop."""
+    from ddpdemo.runtime import processes, waiting
+    keep = set(keep) | {os.getpid()}
+
+    def found():
+        left = {}
+        for host, ns in namespaces.items():
+            for pid in namespace_pids(ns):
+                if pid in keep or not processes.alive(pid):
+                    continue
+                try:
+                    cmd = " ".join(psutil.Process(pid).cmdline())
+                except psutil.NoSuchProcess:
+                    continue
+                left.setdefault(host, []).append(cmd)
+        return left
+    waiting.until(lambda: not found(), wait, every=0.1)
+    return found()
+
+
 def _kill_namespace(name):
     """SIGKILL everything in a namespace (bounded), then delete it."""
     deadline = time.monotonic() + STEP_TIMEOUT

@@ -84,3 +84,27 @@ def test_each_placement_has_the_one_interface():
         assert Engines(2, tmp, profile="x").placement is None
         assert isinstance(Engines(2, tmp, launcher="slurm").placement,
                           LauncherPlacement)
+
+
+def test_a_launchers_engines_do_not_take_the_kernels_rank(monkeypatch):
+    """A kernel with RANK=1 (started under torchrun, say) launches Slurm or
+    MPI engines: the environment they get empties RANK, and identify()
+    then reads the launcher's rank."""
+    from ddpdemo.runtime.placement import LauncherPlacement
+    started = {}
+
+    class StandInCluster:
+        def start_engines_sync(self, n, **kwargs):
+            started.update(kwargs, n=n)
+    LauncherPlacement(2, "slurm").launch(StandInCluster(), 3,
+                                         {"DDPDEMO_X": "1"}, {})
+    env = started["environment"]
+    assert started["n"] == 2 and started["engine_set_id"] == "g3"
+    assert env["DDPDEMO_X"] == "1"
+    assert env["RANK"] == env["LOCAL_RANK"] == env["WORLD_SIZE"] == ""
+    monkeypatch.setenv("SLURM_PROCID", "2")
+    monkeypatch.setenv("RANK", "1")
+    assert engine.identify()[0] == 1          # as the kernel had it
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)       # as the engine gets it
+    assert engine.identify()[0] == 2

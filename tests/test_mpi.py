@@ -13,9 +13,7 @@ the tests skip and say why.
 """
 import os
 import shutil
-import time
 
-import psutil
 import pytest
 
 import batch_scenario
@@ -93,23 +91,6 @@ def test_a_restart_is_a_new_mpiexec(seen):
 
 
 def test_stop_leaves_no_process_and_no_file_on_either_host(seen, two_hosts):
-    keep = set(two_hosts.sshd_pids().values())
-
-    def left():
-        found = {}
-        for host, ns in two_hosts.namespaces.items():
-            for pid in hosts.namespace_pids(ns):
-                try:
-                    p = psutil.Process(pid)
-                    if pid not in keep and \
-                            p.status() != psutil.STATUS_ZOMBIE:
-                        found.setdefault(host, []).append(
-                            " ".join(p.cmdline()))
-                except psutil.NoSuchProcess:
-                    pass
-        return found
-    deadline = time.monotonic() + SETTLE
-    while left() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert left() == {}
+    assert hosts.leftovers(two_hosts.namespaces,
+                           two_hosts.sshd_pids().values(), SETTLE) == {}
     assert not os.path.exists(seen["tmpdir"])

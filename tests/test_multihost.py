@@ -141,30 +141,9 @@ def scenario(args):
         cluster.stop()
     lap("stop")
     seen["left_dirs"] = sorted(glob.glob(tmpdir + "*"))
-    seen["left_processes"] = leftovers(args)
+    seen["left_processes"] = hosts.leftovers(args["namespaces"],
+                                              args["keep_pids"])
     return seen
-
-
-def leftovers(args, wait=10.0):
-    """Processes on either host besides sshd and this script, once those
-    stopping have had `wait` s to go: {host: [command lines]}."""
-    keep = set(args["keep_pids"]) | {os.getpid()}
-    deadline = time.monotonic() + wait
-    while True:
-        left = {}
-        for host, ns in args["namespaces"].items():
-            for pid in hosts.namespace_pids(ns):
-                if pid in keep:
-                    continue
-                try:
-                    with open(f"/proc/{pid}/cmdline") as f:
-                        cmd = f.read().replace("\0", " ").strip()
-                except OSError:
-                    continue
-                left.setdefault(host, []).append(cmd)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
 
 
 # -- the tests -----------------------------------------------------------

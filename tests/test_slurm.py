@@ -25,6 +25,7 @@ import pytest
 import batch_scenario
 import slurm_hosts
 import hosts
+from ddpdemo.runtime import processes
 
 SCENARIO_TIMEOUT = 180   # s; measured about 25 s on the loaded 2-core box
 SETTLE = 15.0            # s; for cancelled jobs and their processes to go
@@ -83,21 +84,6 @@ def settled(check, wait=SETTLE):
         time.sleep(0.1)
 
 
-def alive(pid):
-    """Running, not merely a zombie that no one reaped yet."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def command(pid):
-    try:
-        return " ".join(psutil.Process(pid).cmdline())
-    except psutil.NoSuchProcess:
-        return ""
-
-
 def test_the_ranks_are_one_slurm_job_on_both_nodes(seen):
     probe = seen["probe"]
     assert [p["sum"] for p in probe] == [[16, 20]] * 4   # 1+3+5+7, 2+4+6+8
@@ -144,12 +130,7 @@ def test_stop_leaves_no_job_and_no_engine_on_either_node(seen, slurm):
         {p.pid for p in psutil.Process(
             slurm.daemon_pids()["slurmctld"]).children()}
 
-    def left():
-        found = {host: [command(pid) for pid in hosts.namespace_pids(ns)
-                        if pid not in keep and alive(pid)]
-                 for host, ns in slurm.hosts.namespaces.items()}
-        return {host: cmds for host, cmds in found.items() if cmds}
-    assert settled(left) == {}
+    assert hosts.leftovers(slurm.hosts.namespaces, keep, SETTLE) == {}
     assert not os.path.exists(seen["tmpdir"])
 
 
@@ -175,5 +156,5 @@ def test_sweep_removes_the_daemons_jobs_and_files_of_a_killed_run():
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True,
                             text=True, timeout=10).stdout
     assert not any(ns in listed for ns in made["namespaces"])
-    assert not [pid for pid in pids if alive(pid)]
+    assert not [pid for pid in pids if processes.alive(pid)]
     assert not os.path.exists(made["tmp"])        # ...and swept

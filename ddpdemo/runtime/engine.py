@@ -33,7 +33,9 @@ RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 def identify():
     """(the rank this engine was launched with, or -1 if none; its host):
     how the client maps engines to ranks and counts ranks per host."""
-    found = [os.environ[v] for v in RANK_VARIABLES if v in os.environ]
+    # An empty value is no rank: how a launcher's engines are told to
+    # skip a RANK they inherited from the kernel (placement.py).
+    found = [os.environ[v] for v in RANK_VARIABLES if os.environ.get(v)]
     return int(found[0]) if found else -1, socket.gethostname()
 
 

@@ -137,10 +137,17 @@ class LauncherPlacement:
         # mpi_args: ddpdemo.runtime.batch.launch_args).
         self.launch_args = dict(launch_args or {})
 
+    # The kernel's own rank variables (a notebook started under torchrun,
+    # say) would reach every engine through the launcher's environment and
+    # outrank the launcher's rank (engine.identify reads RANK first): they
+    # go out empty, which identify() skips, and prepare() sets them anew.
+    INHERITED = {"RANK": "", "LOCAL_RANK": "", "WORLD_SIZE": ""}
+
     def launch(self, ipp_cluster, generation, env, args, preload=()):
         ipp_cluster.start_engines_sync(
             self.world_size, engine_set_id=f"g{generation}",
-            environment=env, **args, **self.launch_args)
+            environment={**self.INHERITED, **env}, **args,
+            **self.launch_args)
 
     def kill(self, engines, pids, generation=None):
         for es in engines.sets(generation).values():
