@@ -49,6 +49,25 @@ def launch_ranks(*args, classic=False, nproc=2, cwd=ROOT,
     return collect(cmd, timeout=timeout, cwd=cwd)[0]
 
 
+@pytest.fixture(scope="module")
+def two_hosts(request):
+    """Hosts a and b (tests/hosts.py) for a module's tests, removed
+    afterwards even if a test fails; what a killed run left is swept
+    first. Skipped, with the reason, where they cannot be made; a module
+    that needs more (mpiexec, Slurm) says so with a `missing()` of its
+    own, which returns that reason or None."""
+    import hosts
+    why = getattr(request.module, "missing", hosts.missing)()
+    if why:
+        pytest.skip(f"{request.module.__name__} needs: {why}")
+    hosts.sweep()
+    made = hosts.TwoHosts().start()
+    try:
+        yield made
+    finally:
+        made.close()
+
+
 @pytest.fixture(scope="session")
 def torchrun():
     """launch_ranks, for tests: torchrun(*args, classic=False, ...)."""

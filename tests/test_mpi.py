@@ -33,19 +33,6 @@ def missing():
     return None
 
 
-@pytest.fixture(scope="module")
-def two_hosts():
-    why = missing()
-    if why:
-        pytest.skip(f"a real MPI needs: {why}")
-    hosts.sweep()       # what a killed run left behind
-    made = hosts.TwoHosts().start()
-    try:
-        yield made
-    finally:
-        made.close()
-
-
 def mpiexec_args(two_hosts):
     """What a reader passes to mpiexec: where the ranks go (two on each
     host, in rank order) and how to reach the other host; as root, Open

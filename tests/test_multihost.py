@@ -204,20 +204,6 @@ def test_sweep_removes_what_a_killed_run_left():
 
 
 @pytest.fixture(scope="module")
-def two_hosts():
-    """Hosts a and b, removed afterwards even if a test fails."""
-    why = hosts.missing()
-    if why:
-        pytest.skip(f"two hosts need network namespaces and sshd: {why}")
-    hosts.sweep()       # what a killed run left behind
-    made = hosts.TwoHosts().start()
-    try:
-        yield made
-    finally:
-        made.close()
-
-
-@pytest.fixture(scope="module")
 def seen(two_hosts):
     """Run the scenario on host a; what it saw."""
     args = {"ssh_config": two_hosts.ssh_config,

@@ -36,27 +36,21 @@ SBATCH_ARGS = [f"--partition={slurm_hosts.PARTITION}",
 pytestmark = pytest.mark.timeout(SCENARIO_TIMEOUT + 120)
 
 
-def _missing():
+def missing():
+    """Why two hosts with Slurm cannot be made here, or None (conftest's
+    two_hosts reads it too)."""
     return slurm_hosts.missing()
 
 
 @pytest.fixture(scope="module")
-def slurm():
+def slurm(two_hosts):
     """Hosts a and b running Slurm; all removed afterwards, even if a
     test fails."""
-    why = _missing()
-    if why:
-        pytest.skip(f"a real Slurm needs: {why}")
-    hosts.sweep()       # what a killed run left behind
-    two = hosts.TwoHosts().start()
+    made = slurm_hosts.Slurm(two_hosts).start()
     try:
-        made = slurm_hosts.Slurm(two).start()
-        try:
-            yield made
-        finally:
-            made.close()
+        yield made
     finally:
-        two.close()
+        made.close()
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +131,7 @@ def test_stop_leaves_no_job_and_no_engine_on_either_node(seen, slurm):
 def test_sweep_removes_the_daemons_jobs_and_files_of_a_killed_run():
     """A run killed outright (SIGKILL: no finally runs) leaves Slurm's
     daemons, a running job and its files; sweep() removes them all."""
-    why = _missing()
+    why = missing()
     if why:
         pytest.skip(f"a real Slurm needs: {why}")
     run = subprocess.Popen([sys.executable, slurm_hosts.__file__],
