@@ -97,7 +97,7 @@ VARIABLES = [
                '"TORCH_NCCL_ASYNC_ERROR_HANDLING": os.getenv(',
                '"TORCH_NCCL_ASYNC_ERROR_HANDLING", str(1)')),
         default_in="(3 - SkipCleanUp)",
-        book="quoted: {doc}`03_barrier`, {doc}`07_performance`"),
+        book="quoted: {doc}`03_barrier`"),
     Variable(
         "TORCH_NCCL_BLOCKING_WAIT",
         "NCCL: `wait()` blocks the host until the collective completes, "
