@@ -312,7 +312,7 @@ def test_chinese_config_is_the_english_one_in_chinese():
     assert zh["sphinx"]["config"].pop("language") == "zh_CN"
     assert zh.pop("title") == "标题"
     en.pop("title")
-    # the English extensions, then the Chinese site's own (its search)
+    # the English extensions, then the Chinese site's own
     extensions = zh["sphinx"]["config"].pop("extensions")
     assert extensions == (en["sphinx"]["config"].pop("extensions")
                           + list(zh_book.EXTENSIONS))

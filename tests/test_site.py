@@ -686,6 +686,93 @@ def test_ddp_buckets_and_hang_ledger_read_out(visit):
     assert visit.problems == [], "\n".join(visit.problems)
 
 
+# The same figures on the Chinese pages (issue 27): the outputs are the
+# English book's, and ddpdemo.book.zhfigures's script shows them in
+# Chinese there, and only there. Every string a figure shows or says.
+FIGURE_STRINGS = """f => [...f.querySelectorAll("*")]
+    .filter(e => e.tagName !== "STYLE" && e.tagName !== "SCRIPT")
+    .flatMap(e => [e.children.length ? "" : e.textContent,
+                   ...["aria-label", "aria-valuetext", "data-say"]
+                   .map(a => e.getAttribute(a) || "")])
+    .filter(s => s)"""
+CHINESE = re.compile("[\u4e00-\u9fff]")
+
+
+def _figure_pages(html):
+    """The chapters whose page carries an interactive figure."""
+    return [n for n in toc_order()
+            if 'class="ddp-fig"' in (html / f"{n}.html").read_text()]
+
+
+def _walk_figure(page, fig):
+    """What a figure's live region says as a reader goes through it: every
+    step of a ring, every mark or cell focused."""
+    live = fig.locator("[aria-live]")
+    said = [live.inner_text()]
+    slider = fig.locator("input[type=range]")
+    if slider.count():
+        slider.scroll_into_view_if_needed()
+        for step in range(int(slider.get_attribute("max")) + 1):
+            slider.fill(str(step))
+            said.append(live.inner_text())
+    else:
+        said += _read_marks(page, fig, 1)
+    return said
+
+
+def test_figures_speak_the_pages_language(zh_build, visit):
+    _, html = zh_build
+    names = _figure_pages(html)
+    assert len(names) >= 4 and names == _figure_pages(html / "zh")
+    for name in names:
+        for path, chinese in ((f"zh/{name}.html", True),
+                              (f"{name}.html", False)):
+            page = visit.open(path)
+            for fig in page.locator(FIGURE).all():
+                said = _walk_figure(page, fig)
+                strings = fig.evaluate(FIGURE_STRINGS)
+                if not chinese:
+                    assert not any(map(CHINESE.search, said + strings)), path
+                    continue
+                # Chinese, but for a rank's name and a collective's
+                # (i18n/zh/terms.md keeps those as they are).
+                assert all(CHINESE.search(s) for s in said), (path, said)
+                english = [s for s in strings
+                           if re.search("[A-Za-z]{2}", s)
+                           and not CHINESE.search(s)
+                           and not re.fullmatch(r"rank \d+( all_reduce)?|"
+                                                r"[a-z_]+", s)]
+                assert english == [], (path, english)
+                assert fig.get_attribute("data-untranslated") is None
+    assert visit.problems == [], "\n".join(visit.problems)
+
+
+def test_chinese_ring_controls(zh_build, visit):
+    """Play and Pause, the slider's name and value, the step shown and
+    said: in Chinese on the Chinese page, aria-pressed as in English."""
+    page = visit.open("zh/book/01_all_reduce.html")
+    fig = page.locator(FIGURE).filter(has=page.locator("input[type=range]"))
+    play, slider = fig.locator("button"), fig.locator("input[type=range]")
+    slider.scroll_into_view_if_needed()
+    assert play.inner_text() == "播放"
+    assert CHINESE.search(slider.get_attribute("aria-label"))
+    assert fig.locator(".ddp-step").inner_text() == "开始"
+    slider.fill("1")
+    step = fig.locator(".ddp-step").inner_text()
+    assert step == slider.get_attribute("aria-valuetext") == \
+        "reduce-scatter 第 1 步"
+    assert fig.locator("[aria-live]").inner_text().startswith(step + "（")
+    play.click()
+    assert play.inner_text() == "暂停"
+    assert play.get_attribute("aria-pressed") == "true"
+    play.press("Enter")
+    assert play.inner_text() == "播放"
+    assert play.get_attribute("aria-pressed") == "false"
+    english = visit.open("book/01_all_reduce.html")
+    assert english.locator(f"{FIGURE} button").inner_text() == "Play"
+    assert visit.problems == [], "\n".join(visit.problems)
+
+
 if __name__ == "__main__":
     # Page weights of a built site: python tests/test_site.py _build/html
     from playwright.sync_api import sync_playwright

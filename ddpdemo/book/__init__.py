@@ -3,8 +3,8 @@ the notebooks (execute), the translations (i18n, cut into units by
 i18n_units), the Chinese site (zh_book), the two Sphinx extensions
 both sites load: the language switch (langswitch) and light pages
 (lightpages: formulas as MathML, the theme's icons from cut-down fonts),
-and the Chinese site's own: its search (zhsearch), with static/ and
-templates/.
+and the Chinese site's own: its search (zhsearch) and its interactive
+figures in Chinese (zhfigures), with static/ and templates/.
 
     python -m ddpdemo.book.execute [NOTEBOOK...]   # store outputs
     python -m ddpdemo.book stale|accept|build|...   # the translations

@@ -25,11 +25,12 @@ from pathlib import Path
 
 import yaml
 
-from . import i18n, zhsearch
+from . import i18n, zhfigures, zhsearch
 
 LANGUAGE = "zh_CN"
-# Sphinx extensions the Chinese book loads besides the English book's.
-EXTENSIONS = (zhsearch.__name__,)
+# Sphinx extensions the Chinese book loads besides the English book's:
+# its search, and its interactive figures in Chinese.
+EXTENSIONS = (zhsearch.__name__, zhfigures.__name__)
 ASSETS = ("_templates", "_static")     # root folders copied when present
 
 
