@@ -21,6 +21,11 @@ book/sanitize.cfg masks, and nowhere else (the descriptions that name a
 time are written by the script in the browser). Figures from the ranks'
 real data: the matplotlib figures (figures.py, ring.py, ddp_figures.py)
 stay, as the static picture for readers without scripts.
+
+The Chinese site shows these outputs in Chinese: its script
+(ddpdemo/book/static/zhfigures.js) matches every sentence written here,
+and ledger.py's, whole. A new or reworded sentence needs its rule there;
+tests/test_zhfigures.py fails until it has one.
 """
 import hashlib
 import html

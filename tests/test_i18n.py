@@ -312,8 +312,21 @@ def test_chinese_config_is_the_english_one_in_chinese():
     assert zh["sphinx"]["config"].pop("language") == "zh_CN"
     assert zh.pop("title") == "标题"
     en.pop("title")
+    # the English extensions, then the Chinese site's own
+    extensions = zh["sphinx"]["config"].pop("extensions")
+    assert extensions == (en["sphinx"]["config"].pop("extensions")
+                          + list(zh_book.EXTENSIONS))
+    assert "ddpdemo.book.langswitch" in extensions
+    assert "ddpdemo.book.zhsearch" in extensions
     assert zh == en
-    assert "ddpdemo.book.langswitch" in en["sphinx"]["config"]["extensions"]
+
+
+def test_chinese_extensions_add_to_jupyter_books_own(book):
+    """Without an extensions list of its own the English book loads
+    Jupyter Book's; the Chinese one adds to those, not replaces them."""
+    zh = zh_book.config(book, "一本书")
+    assert "extensions" not in zh["sphinx"]["config"]
+    assert zh["sphinx"]["extra_extensions"] == list(zh_book.EXTENSIONS)
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,18 @@
 """The book's build and translation tooling (maintainers, CI): re-running
 the notebooks (execute), the translations (i18n, cut into units by
-i18n_units), the Chinese site (zh_book), and the two Sphinx extensions
+i18n_units), the Chinese site (zh_book), the two Sphinx extensions
 both sites load: the language switch (langswitch) and light pages
 (lightpages: formulas as MathML, the theme's icons from cut-down fonts),
-with static/ and templates/.
+and the Chinese site's own: its search (zhsearch) and its interactive
+figures in Chinese (zhfigures), with static/ and templates/.
 
     python -m ddpdemo.book.execute [NOTEBOOK...]   # store outputs
     python -m ddpdemo.book stale|accept|build|...   # the translations
 
 What it may import: the standard library and the book extra of
 pyproject.toml (`pip install ddpdemo[book]`: pyyaml, nbformat, nbclient,
-jieba, latex2mathml, fonttools, sphinx and its themes through
-jupyter-book). Nothing of ddpdemo outside this
+latex2mathml, fonttools, sphinx and its themes through jupyter-book).
+Nothing of ddpdemo outside this
 folder: the book's notebooks import ddpdemo in their own kernels, not
 here. Of the rest of ddpdemo only bench reaches in here, inside the
 function that runs the book's nbval (the chapter list of _toc.yml), so

@@ -101,10 +101,4 @@ def setup(app):
     app.add_css_file("langswitch.css")
     app.connect("html-page-context", _context)
     app.connect("builder-inited", _theme_strings)
-    try:    # Chinese search: jieba's progress lines are not the build's
-        import jieba
-        import logging
-        jieba.setLogLevel(logging.WARNING)
-    except ImportError:
-        pass
     return {"parallel_read_safe": True, "parallel_write_safe": True}

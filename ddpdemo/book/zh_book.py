@@ -6,8 +6,9 @@ the notebooks' code cells and outputs taken unchanged from the English
 notebooks (never stored twice, never executed twice; only a figure's
 caption, in the cell's metadata, is translated); the assets under book/
 copied; a _config.yml and _toc.yml derived from the English ones
-(language zh_CN, the Chinese title and captions; every other setting as
-in English, so the two cannot drift). build() builds it like the English
+(language zh_CN, the Chinese title and captions, the Chinese site's
+extensions in EXTENSIONS; every other setting as in English, so the two
+cannot drift). build() builds it like the English
 book (-W -n --keep-going) and puts the site at _build/html/zh/, beside
 the English one:
 
@@ -24,9 +25,12 @@ from pathlib import Path
 
 import yaml
 
-from . import i18n
+from . import i18n, zhfigures, zhsearch
 
 LANGUAGE = "zh_CN"
+# Sphinx extensions the Chinese book loads besides the English book's:
+# its search, and its interactive figures in Chinese.
+EXTENSIONS = (zhsearch.__name__, zhfigures.__name__)
 ASSETS = ("_templates", "_static")     # root folders copied when present
 
 
@@ -56,11 +60,19 @@ def notebook(en_text, zh):
 
 
 def config(root, title):
-    """The English _config.yml with the Chinese language and title."""
+    """The English _config.yml with the Chinese language and title, and
+    the Chinese site's own extensions (EXTENSIONS)."""
     cfg = yaml.safe_load((root / "_config.yml").read_text())
     cfg["title"] = title
-    cfg.setdefault("sphinx", {}).setdefault("config", {})
-    cfg["sphinx"]["config"]["language"] = LANGUAGE
+    sphinx = cfg.setdefault("sphinx", {})
+    sphinx.setdefault("config", {})["language"] = LANGUAGE
+    # A config's extensions replace Jupyter Book's list, extra_extensions
+    # add to it (and are ignored beside the former).
+    key, where = (("extensions", sphinx["config"])
+                  if "extensions" in sphinx["config"]
+                  else ("extra_extensions", sphinx))
+    where[key] = list(where.get(key, [])) + [
+        e for e in EXTENSIONS if e not in where.get(key, [])]
     return cfg
 
 
