@@ -1,6 +1,6 @@
 """How fast all_reduce moves data: nccl-tests' bus bandwidth, the memory
 copy bound gloo works against on one machine, the alpha-beta model, the
-timers the ranks run, and the bandwidth figure. Chapter 7.
+timers the ranks run, and the bandwidth figure. Chapter 1.
 
     per_rank = cluster.run(time_all_reduce, sizes, iters)   # on the ranks
     busbw(nbytes, max(p[nbytes] for p in per_rank), world_size)
@@ -43,7 +43,7 @@ def fit_alpha_beta(sizes, seconds):
     of one all_reduce, which the ring model calls 2(N-1) alpha (one alpha
     per message, 2(N-1) messages); beta, seconds per byte. Least squares
     on relative errors (weights 1/T), so that the small messages, whose
-    times are all c, weigh as much as the large ones. Chapter 7."""
+    times are all c, weigh as much as the large ones. Chapter 1."""
     import numpy as np
     t = np.asarray(seconds, float)
     beta, c = np.polyfit(np.asarray(sizes, float), t, 1, w=1 / t)
@@ -91,7 +91,7 @@ def plot_busbw(sizes, runs, memcpy=None,
                title="all_reduce bus bandwidth against message size"):
     """Bus bandwidth (nccl-tests' definition) per message size, one line
     per run, runs = {world_size: seconds per size}, measured; with the
-    memory-copy bound as a line. Chapter 7."""
+    memory-copy bound as a line. Chapter 1."""
     from .figures import new_figure, rank_color
     fig, axes = new_figure(height=3.2)
     ax = axes[0, 0]

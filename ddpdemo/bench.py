@@ -1,4 +1,4 @@
-"""Side-by-side measurements behind the book's speed claims (chapter 7).
+"""Side-by-side measurements behind the book's speed claims (chapters 0 and 1).
 
     python -m ddpdemo.bench            # quick: a few repetitions
     python -m ddpdemo.bench --full     # more repetitions, more sizes

@@ -1,6 +1,6 @@
 """What DistributedDataParallel communicates, observed from inside: a comm
 hook that records each gradient bucket as DDP hands it over, and the
-small models the DDP chapters wrap. Chapters 8 and 9.
+small models the DDP chapters wrap. Chapters 7 and 8.
 
     recorder = record_buckets(ddp_model)      # every rank
     ddp_model(x).sum().backward()
@@ -9,7 +9,7 @@ small models the DDP chapters wrap. Chapters 8 and 9.
 The hook does what DDP's default does (all_reduce, then divide by the
 world size), so training is unchanged; it only writes down what it saw.
 `record_buckets(ddp_model, hook=default_hooks.fp16_compress_hook)` writes
-the bucket down and hands it to one of torch's hooks instead; chapter 8
+the bucket down and hands it to one of torch's hooks instead; chapter 7
 uses that, with `last_collectives`, `shares_storage` and `storage_bytes`,
 for compression and `gradient_as_bucket_view`.
 """
@@ -24,7 +24,7 @@ def mlp(widths=(8, 16, 16, 4), seed=None, batchnorm=False, device=None):
     """Linear layers of the given widths with ReLU between them (and a
     BatchNorm1d after the first, if asked): small enough to check by
     hand, deep enough to have several gradient buckets. `seed` fixes the
-    initial weights (None: the generator's current state). Chapter 8."""
+    initial weights (None: the generator's current state). Chapter 7."""
     if seed is not None:
         torch.manual_seed(seed)
     layers = []
@@ -40,7 +40,7 @@ def mlp(widths=(8, 16, 16, 4), seed=None, batchnorm=False, device=None):
 def fingerprint(module):
     """One number per parameter and buffer (its sum), by name: equal
     fingerprints on two ranks mean, for these checks, equal weights.
-    Chapter 8."""
+    Chapter 7."""
     return {name: round(t.detach().double().sum().item(), 6)
             for name, t in list(module.named_parameters())
             + list(module.named_buffers()) if t.is_floating_point()}
@@ -50,7 +50,7 @@ class BucketRecorder:
     """State of the recording hook: the calls so far and the names of the
     parameters, looked up by tensor identity. `iteration` is advanced by
     the caller (`next_iteration()`) so each call says which step it was.
-    Chapter 8."""
+    Chapter 7."""
 
     def __init__(self, module):
         self.names = {id(p): name for name, p in module.named_parameters()}
@@ -71,7 +71,7 @@ def recording_allreduce_hook(state, bucket):
     divide it by the world size and all_reduce it asynchronously, in that
     order, as torch's default `allreduce_hook` does (dividing first keeps
     an fp16 sum from overflowing). Returns the Future DDP waits for.
-    Chapter 8 prints this function as the lesson."""
+    Chapter 7 prints this function as the lesson."""
     call = {"iteration": state.iteration, "index": bucket.index(),
             "bytes": bucket.buffer().numel() * bucket.buffer().element_size(),
             "params": [state.names[id(p)] for p in bucket.parameters()],
@@ -93,7 +93,7 @@ def recording_hook(hook):
     """A comm hook that writes the bucket down, as recording_allreduce_hook
     does, keeps its flat buffer (`state.buffers`), then hands the bucket
     to `hook`, one of torch's (default_hooks.allreduce_hook,
-    fp16_compress_hook, ...), with the default group. Chapter 8
+    fp16_compress_hook, ...), with the default group. Chapter 7
     (compression, gradient_as_bucket_view)."""
     def record_then(state, bucket):
         buffer = bucket.buffer()
@@ -112,7 +112,7 @@ def record_buckets(ddp_model, hook=None):
     """Register the recording hook on a DDP model; returns its recorder.
     With `hook` (one of torch's), the bucket goes to it after being
     written down (see recording_hook). Must be called before the first
-    forward, on every rank. Chapter 8."""
+    forward, on every rank. Chapter 7."""
     recorder = BucketRecorder(ddp_model.module)
     ddp_model.register_comm_hook(recorder, recording_allreduce_hook
                                  if hook is None else recording_hook(hook))
@@ -121,14 +121,14 @@ def record_buckets(ddp_model, hook=None):
 
 def shares_storage(tensor, buffers):
     """Whether `tensor` lives in the memory of one of the flat `buffers`
-    (a view into it, not a copy). Chapter 8 (gradient_as_bucket_view)."""
+    (a view into it, not a copy). Chapter 7 (gradient_as_bucket_view)."""
     ptr = tensor.untyped_storage().data_ptr()
     return any(ptr == b.untyped_storage().data_ptr() for b in buffers)
 
 
 def storage_bytes(tensors):
     """Bytes of memory behind `tensors`, each storage counted once: views
-    of one buffer cost nothing extra. Chapter 8 (gradient_as_bucket_view)."""
+    of one buffer cost nothing extra. Chapter 7 (gradient_as_bucket_view)."""
     storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
                 for t in tensors}
     return sum(storages.values())
@@ -137,7 +137,7 @@ def storage_bytes(tensors):
 def last_collectives(n):
     """This rank's last `n` collectives as its Flight Recorder (chapter 5)
     saw them: (op, sizes and dtypes), oldest first. What went over the
-    wire, whatever the Python around it did. Chapter 8 (compression)."""
+    wire, whatever the Python around it did. Chapter 7 (compression)."""
     from .flight import record
     from .ledger import entries
     return [(e["op"], e["what"])
@@ -147,7 +147,7 @@ def last_collectives(n):
 def grad_ready_times(module):
     """Note when each parameter's gradient is accumulated in backward:
     returns a dict name -> perf_counter time, filled during backward.
-    Chapter 8 (overlap)."""
+    Chapter 7 (overlap)."""
     times = {}
     for name, p in module.named_parameters():
         p.register_post_accumulate_grad_hook(
@@ -156,22 +156,22 @@ def grad_ready_times(module):
 
 
 def weights(module):
-    """Each parameter, detached and on the CPU, by name. Chapter 9."""
+    """Each parameter, detached and on the CPU, by name. Chapter 8."""
     return {name: p.detach().cpu().clone()
             for name, p in module.named_parameters()}
 
 
 def grads(module):
     """Each parameter's gradient, detached and on the CPU, by name.
-    Chapters 8 and 9."""
+    Chapters 7 and 8."""
     return {name: p.grad.detach().cpu().clone()
             for name, p in module.named_parameters() if p.grad is not None}
 
 
 class TwoHeads(nn.Module):
-    """Chapter 9's model with a branch: `a` always, `b` only when asked,
+    """Chapter 8's model with a branch: `a` always, `b` only when asked,
     so a step (or a rank) can leave `b`'s parameters without gradient.
-    Chapter 9."""
+    Chapter 8."""
 
     def __init__(self, n=4, seed=0):
         super().__init__()
@@ -188,7 +188,7 @@ class Swapped(nn.Module):
     """Two Linear(n, n) layers registered as `first`, `second` and run in
     the other order: backward computes `first`'s gradients before
     `second`'s, the reverse of what the registration order predicts.
-    Chapter 8 (buckets are launched in index order)."""
+    Chapter 7 (buckets are launched in index order)."""
 
     def __init__(self, n=64, seed=0):
         super().__init__()
@@ -204,7 +204,7 @@ def count_collectives(fn, *args):
     """Run fn(*args) under torch.profiler and count the c10d collectives
     it issued, by name ("c10d::allreduce_": 2, ...): what a step costs
     in messages, whatever the clock says. Returns (result, counts).
-    Chapters 8 (wrapping) and 9 (find_unused_parameters, objects)."""
+    Chapters 7 (wrapping) and 8 (find_unused_parameters, objects)."""
     from collections import Counter
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -65,7 +65,7 @@ VARIABLES = [
                '2000);', "enabled_ = max_entries_ > 0;"),),
         default_in="2000",
         book="**live**: every cluster's ledger ("
-             "{doc}`05_val_dataloader_deadlock`, {doc}`09_when_ddp_hangs`)"),
+             "{doc}`05_val_dataloader_deadlock`, {doc}`08_when_ddp_hangs`)"),
     Variable(
         "TORCH_NCCL_DUMP_ON_TIMEOUT",
         "NCCL: write the Flight Recorder's buffer out when the watchdog "
@@ -96,8 +96,7 @@ VARIABLES = [
                "local_elastic_agent.py",
                '"TORCH_NCCL_ASYNC_ERROR_HANDLING": os.getenv(',
                '"TORCH_NCCL_ASYNC_ERROR_HANDLING", str(1)')),
-        default_in="(3 - SkipCleanUp)",
-        book="quoted: {doc}`03_barrier`"),
+        default_in="(3 - SkipCleanUp)"),
     Variable(
         "TORCH_NCCL_BLOCKING_WAIT",
         "NCCL: `wait()` blocks the host until the collective completes, "
@@ -124,7 +123,7 @@ VARIABLES = [
         "stderr; the book sets `FATAL` to keep them out of its outputs",
         NOT_SHIPPED, library="torch/lib/libc10.so",
         book="**live**: {doc}`05_val_dataloader_deadlock`, "
-             "{doc}`08_inside_ddp`, {doc}`09_when_ddp_hangs`"),
+             "{doc}`07_inside_ddp`, {doc}`08_when_ddp_hangs`"),
     Variable(
         "GLOO_SOCKET_IFNAME",
         "the network interface gloo's connections use; a name the host "

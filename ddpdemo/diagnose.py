@@ -7,7 +7,7 @@ collective number at which the ranks part, and the fix among `FIXES`, and
 away. The stuck ranks and the collective number come from the error
 itself; the fix is the one judgment the error cannot make, so the chapter
 gives it as a digest (`digest("b")`) rather than in clear. Introduced in
-chapter 5's exercises, used again in chapter 9's.
+chapter 5's exercises, used again in chapter 8's.
 """
 import hashlib
 
@@ -15,11 +15,11 @@ import hashlib
 # exercise, so that the right one is not the only plausible one).
 FIXES = {
     "a": "build a loader that only rank 0 uses with rank=-1 (chapter 5)",
-    "b": "validate through ddp_model.module, not the DDP wrapper (chapter 5)",
+    "b": "validate through ddp_model.module, not the DDP wrapper (chapter 8)",
     "c": "train inside Join([ddp_model]), or give every rank as many "
-         "batches (chapter 9)",
-    "d": "DDP(..., find_unused_parameters=True) (chapter 9)",
-    "e": "save on rank 0 only, then dist.barrier() (chapter 9)",
+         "batches (chapter 8)",
+    "d": "DDP(..., find_unused_parameters=True) (chapter 8)",
+    "e": "save on rank 0 only, then dist.barrier() (chapter 8)",
     "f": "raise the group's timeout",
 }
 

@@ -134,7 +134,7 @@ class HangError(TimeoutError):
     def summary(self):
         """The first line of the message and, per stuck rank, the chain of
         calls it is blocked in, one function a line (file names only): the
-        short form chapters 4 and 5 print."""
+        short form chapters 4, 5 and 8 print."""
         lines = [str(self).splitlines()[0]]
         for rank in self.ranks:
             lines.append(f"rank {rank} is blocked in:")

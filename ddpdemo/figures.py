@@ -1,5 +1,5 @@
 """One visual style for every figure in the book, and the figures that are
-not tied to one concept: a per-rank timeline (chapters 3 to 6) and what
+not tied to one concept: a per-rank timeline (chapters 3 to 5) and what
 each rank holds before and after a collective (chapter 1).
 
 Figures are built with `matplotlib.figure.Figure`, not pyplot, so a cell

@@ -3,7 +3,7 @@ timeline, read a ledger, in the browser, with no kernel and no network.
 
     ring(steps)                    # chapter 1: a slider and a play button
     timeline(spans, marks=...)     # chapter 3: hover or focus a mark
-    overlap(records)               # chapter 8: buckets over backward
+    overlap(records)               # chapter 7: buckets over backward
     ledger(hang.ledger)            # chapter 5: the Flight Recorder's ledger
 
 Each returns an `Interactive`: its HTML (what JupyterLab and the built
@@ -202,7 +202,7 @@ def overlap(records, title="Backward and the buckets' all_reduce"):
     """ddp_figures.overlap, interactive: per rank a lane of gradients (a
     mark as each is ready) and a lane of the buckets' all_reduce (a bar
     per bucket, its own sub-row); hover or focus one to read it. Times in
-    ms from each rank's own backward start. Chapter 8."""
+    ms from each rank's own backward start. Chapter 7."""
     rows, spans, marks, timings, text = [], [], [], [], [title + ":"]
     for rank, rec in enumerate(records):
         t0, color = rec["backward"][0], rank_color(rank)

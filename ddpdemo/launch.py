@@ -77,7 +77,7 @@ def report_group(timeout_s=60.0):
     """A second gloo group, only for saying how a run ended: once a
     collective of the main group has timed out, that group cannot be used
     again (gloo closes its connections). Collective: every rank calls it,
-    right after init(). Chapters 5 and 9's scripts use it."""
+    right after init(). Chapters 5 and 8's scripts use it."""
     return dist.new_group(backend="gloo",
                           timeout=datetime.timedelta(seconds=timeout_s))
 

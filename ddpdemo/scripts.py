@@ -5,7 +5,7 @@ printed, then what the ranks printed, then the exit status. Bounded.
     done = torchrun("--standalone", "--nproc-per-node", "2",
                     "-m", "ddpdemo.examples.all_reduce_sums")
 
-Chapters 1, 2, 4, 5, 6, 8 and 9 use it; the scripts are in
+Chapters 4, 5, 6, 7 and 8 use it; the scripts are in
 ddpdemo.examples.
 `run_together` starts several such commands at once (chapter 1: two jobs
 on one machine at the same time) and prints each one's block in order.

@@ -1,4 +1,4 @@
-"""ddpdemo.ddp and ddpdemo.ddp_figures (chapters 8 and 9): the recording
+"""ddpdemo.ddp and ddpdemo.ddp_figures (chapters 7 and 8): the recording
 comm hook and the helpers, on a real 2-rank gloo group, each checked
 against a single-process reference; the figures on made-up records."""
 import pytest

@@ -1,4 +1,4 @@
-"""Chapters 8 and 9's scripts under torchrun with 2 ranks, and under the
+"""Chapters 7 and 8's scripts under torchrun with 2 ranks, and under the
 classic `python -m torch.distributed.launch` (which passes --local-rank),
 the way tests/test_examples.py runs the others (it also checks that every
 script in ddpdemo.examples has a test: see DDP_EXAMPLES there)."""
@@ -60,7 +60,7 @@ def test_when_ddp_hangs_with_join_ends_with_equal_weights(classic, torchrun):
 
 @pytest.mark.timeout(3 * BOUND)
 def test_train_ddp_saves_once_and_every_rank_loads_it(torchrun, tmp_path):
-    # Chapter 8's GPU-ready script, here on gloo: it picks NCCL only when
+    # Chapter 7's GPU-ready script, here on gloo: it picks NCCL only when
     # every local rank has a GPU. Bounded more loosely than BOUND: it
     # trains two epochs on a 2-core machine shared with other jobs.
     import torch

@@ -17,7 +17,7 @@ TESTED_BESIDE = {"all_reduce_sums": "test_collectives.py",
                  "reduce_mean_metrics": "test_metrics.py",
                  "seeds_mosaic": "test_seeding.py",
                  "node_cache": "test_nodes.py"}
-# Chapters 8 and 9's scripts, run by tests/test_ddp_examples.py.
+# Chapters 7 and 8's scripts, run by tests/test_ddp_examples.py.
 DDP_EXAMPLES = {"inside_ddp", "train_ddp", "when_ddp_hangs"}
 BOUND = 60    # s: a 2-rank script takes ~10 s on a 2-core machine
 # What barrier_order prints when rank 0 writes the cache first.

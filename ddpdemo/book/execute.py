@@ -145,7 +145,7 @@ def execute(path, store=True, timings=False):
     return rows
 
 
-# The book's largest cluster has 4 ranks (chapters 1, 4 and 7); NCCL wants a
+# The book's largest cluster has 4 ranks (chapters 1 and 4); NCCL wants a
 # GPU of its own for each.
 NCCL_GPUS = 4
 

@@ -37,7 +37,7 @@ browser asks for /favicon.ico: a 404 on every visit through the root).
   of a long chapter's HTML. Each page's body is written without them
   (html-page-context), so it looks the same and weighs less.
 
-The pages that teach with formulas are chapters 06 and 07.
+The pages that teach with formulas are chapters 01 and 06.
 """
 import re
 from pathlib import Path

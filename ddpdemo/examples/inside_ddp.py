@@ -1,4 +1,4 @@
-"""Chapter 8's program as a script: what DDP does to weights and
+"""Chapter 7's program as a script: what DDP does to weights and
 gradients, and the buckets it all-reduces them in.
 
     torchrun --standalone --nproc-per-node 2 -m ddpdemo.examples.inside_ddp

@@ -1,4 +1,4 @@
-"""A complete DDP training script, the one to take to GPUs (chapter 8,
+"""A complete DDP training script, the one to take to GPUs (chapter 7,
 "A GPU-ready script"). On one machine, one process per GPU (or two on
 the CPU):
 

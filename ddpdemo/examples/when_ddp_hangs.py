@@ -1,4 +1,4 @@
-r"""Chapter 9's program as a script: uneven inputs hang DDP's backward;
+r"""Chapter 8's program as a script: uneven inputs hang DDP's backward;
 Join fixes them.
 
     torchrun --standalone --nproc-per-node 2 \

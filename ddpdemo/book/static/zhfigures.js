@@ -107,7 +107,7 @@
     [/^chunks that hold the final sum: (.+)$/, function (m) {
       return "已持有完整的和的分块：" + each(/rank (\d+) (\[[\d, ]*\])/g,
         m[1], function (s) { return "rank " + s[1] + " " + s[2]; }, "、"); }],
-    // timelines (chapters 3 and 8): a bar, a mark, their labels
+    // timelines (chapters 3 and 7): a bar, a mark, their labels
     [/^(.+): from (\S+) to (\S+) (s|ms) \(took (\S+) (?:s|ms)\)$/,
       function (m) { return tr(m[1]) + "：从 " + m[2] + " 到 " + m[3] + " " +
         UNIT[m[4]] + "（用时 " + m[5] + " " + UNIT[m[4]] + "）"; }],
