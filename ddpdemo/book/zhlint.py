@@ -1,0 +1,121 @@
+"""The Chinese edition's word lint (issue 27): words that must not return,
+terms glossed at their first use on a page, and typesetting that Chinese
+prose does not use. The rules live in i18n/zh/terms.md, beside the terms
+they protect, in two tables this module reads:
+
+    ## Words that must not return      | not | but | unless the English says |
+    ## Glossed at first use            | term | first use |
+
+`not` is a regular expression (in backticks), matched against a unit's
+Chinese with code, links' targets and math taken out; "unless the English
+says" lets a unit whose English contains that word keep it (排序 where the
+English really sorts). Typesetting rules are fixed here: no italics
+(`*…*`: a synthetic slant on Chinese), no stacked parentheses `）（`.
+
+    python -m ddpdemo.book.zhlint            # every page; exit 1 on a finding
+    python -m ddpdemo.book.zhlint 06_seeds   # some pages (stems)
+
+Each finding names the page, the unit and the text around the match.
+"""
+import re
+import sys
+from pathlib import Path
+
+from .i18n import LANG, ROOT, read
+
+TERMS = "terms.md"
+# Pages the first-use glosses do not apply to: the glossary names every
+# term in both languages anyway, and a caption is navigation, not prose.
+GLOSS_EXEMPT = {"_toc.yml", "book/glossary.md"}
+TYPESETTING = [
+    (r"(?<![*A-Za-z0-9_])\*(?![*\s])[^*\n]+?(?<![*\s])\*(?![*A-Za-z0-9_])",
+     "italics in Chinese prose: use bold (**…**) or nothing"),
+    (r"）\s*（", "stacked parentheses （…）（…）: merge them into one"),
+]
+# What is not prose: fenced code, code spans, roles' targets, math, URLs.
+_NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]+\$"
+                        r"|\]\([^)]*\)|<[^>\n]+>|https?://\S+", re.S)
+
+
+def _table(text, heading):
+    """Rows (lists of cells) of the first table under `## heading`."""
+    rows, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            inside = line[3:].strip() == heading
+            continue
+        if inside and line.startswith("|") and not line.startswith("|--"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows[1:]                     # without the header row
+
+
+def _pattern(cell):
+    m = re.fullmatch(r"`(.+)`", cell)
+    if not m:
+        raise ValueError(f"{TERMS}: a pattern goes in backticks: {cell!r}")
+    return m.group(1)
+
+
+def rules(root=ROOT):
+    """(forbidden, glossed): [(regex, message, unless)], [(term, first)]."""
+    text = (Path(root) / "i18n" / LANG / TERMS).read_text()
+    forbidden = [(_pattern(no), f"{_pattern(no)}: use {but}", unless)
+                 for no, but, unless in _table(text, "Words that must not return")]
+    forbidden += [(rx, msg, "") for rx, msg in TYPESETTING]
+    glossed = [(term, first) for term, first in
+               _table(text, "Glossed at first use")]
+    return forbidden, glossed
+
+
+def prose(zh):
+    """The unit's Chinese without code, math, link targets and URLs."""
+    return _NOT_PROSE.sub(" ", zh)
+
+
+def _excerpt(text, start, end):
+    return text[max(0, start - 12):end + 12].replace("\n", " ")
+
+
+def check_file(path, forbidden, glossed):
+    """Findings ("page unit: message: …excerpt…") of one translation file."""
+    page, entries = read(path)
+    found, first_seen = [], set()
+    for key, (_, en, zh) in entries.items():
+        text = prose(zh)
+        for rx, message, unless in forbidden:
+            if unless and unless.lower() in en.lower():
+                continue
+            for m in re.finditer(rx, text):
+                found.append(f"{page} {key}: {message}: "
+                             f"…{_excerpt(text, m.start(), m.end())}…")
+        for term, first in ([] if page in GLOSS_EXEMPT else glossed):
+            at = text.find(term)
+            if at < 0 or term in first_seen:
+                continue
+            first_seen.add(term)
+            # the gloss may go on inside its parentheses: 汇合（rendezvous，…）
+            if not text.startswith(first.rstrip("）"), at):
+                found.append(f"{page} {key}: first use of {term} on the page "
+                             f"should read {first}: "
+                             f"…{_excerpt(text, at, at + len(term))}…")
+    return found
+
+
+def check(root=ROOT, stems=None):
+    forbidden, glossed = rules(root)
+    found = []
+    for path in sorted((Path(root) / "i18n" / LANG).glob("*.md")):
+        if path.name == TERMS or (stems and path.stem not in stems):
+            continue
+        found += check_file(path, forbidden, glossed)
+    return found
+
+
+def main(argv=None):
+    found = check(stems=set(argv if argv is not None else sys.argv[1:]))
+    print("\n".join(found) if found else "the Chinese edition passes its lint")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""The Chinese edition's word lint (ddpdemo.book.zhlint, issue 27): the
+edition passes it, and each kind of finding fires, naming page and unit,
+on a translation file made for the purpose, with the rules of the real
+terms table."""
+import shutil
+import subprocess
+import sys
+
+from ddpdemo.book import zhlint
+from ddpdemo.book.i18n import ROOT
+
+
+def test_the_edition_passes_its_lint():
+    assert zhlint.check() == []
+
+
+def test_command_exit_status():
+    run = subprocess.run([sys.executable, "-m", "ddpdemo.book.zhlint"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stdout
+    assert "passes" in run.stdout
+
+
+def _lint(tmp_path, units):
+    """Findings for one made-up page whose units are {key: (en, zh)}."""
+    (tmp_path / "i18n" / "zh").mkdir(parents=True)
+    shutil.copy(ROOT / "i18n" / "zh" / zhlint.TERMS,
+                tmp_path / "i18n" / "zh" / zhlint.TERMS)
+    text = ["%%% page book/99_made_up.ipynb", ""]
+    for key, (en, zh) in units.items():
+        text += [f"%%% unit {key} en=000000000000", "%%% en", en,
+                 "%%% zh", zh, ""]
+    (tmp_path / "i18n" / "zh" / "99_made_up.md").write_text("\n".join(text))
+    return zhlint.check(root=tmp_path)
+
+
+def test_each_rule_names_page_and_unit(tmp_path):
+    found = _lint(tmp_path, {
+        "u-order": ("Without ordering: a race", "## 不加排序：竞态"),
+        "u-live": ("the live cluster", "实时集群"),
+        "u-parens": ("a bucket (seen through a hook)",
+                     "桶（bucket）（通过一个 hook 观察）"),
+        "u-italic": ("*before* it", "在它*之前*"),
+        "u-variant": ("the source post", "源博文这样写"),
+        "u-host": ("the host blocks", "主机会阻塞"),
+        "u-seconds": ("0.2 s late", "晚到 0.2 s"),
+        "u-gloss": ("a barrier", "一个屏障"),
+    })
+    for key, what in [("u-order", "排序"), ("u-live", "实时"),
+                      ("u-parens", "stacked parentheses"),
+                      ("u-italic", "italics"), ("u-variant", "原博文"),
+                      ("u-host", "主机端"), ("u-seconds", "秒"),
+                      ("u-gloss", "屏障（barrier）")]:
+        hits = [f for f in found if f.startswith(f"book/99_made_up.ipynb {key}:")]
+        assert len(hits) == 1 and what in hits[0], (key, found)
+    assert len(found) == 8, found
+
+
+def test_what_the_lint_leaves_alone(tmp_path):
+    assert _lint(tmp_path, {
+        # the English really sorts; 真实时间 is real time
+        "u-sort": ("sorted by rank", "按 rank 排序"),
+        "u-real": ("real timestamps", "由真实时间戳画出"),
+        # code, bold, a gloss that goes on inside its parentheses, the
+        # agreed words, later uses of a glossed term
+        "u-code": ("`*.py` and `time.sleep(0.2)`",
+                   "`*.py` 和 `time.sleep(0.2)`，**加粗**"),
+        "u-ok": ("rendezvous on a port; a barrier, then a barrier",
+                 "在端口上汇合（rendezvous，`MASTER_PORT`）；屏障（barrier），"
+                 "然后又一个屏障。主机端和机器。已安装的 torch。"),
+    }) == []
