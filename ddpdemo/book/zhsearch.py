@@ -26,13 +26,21 @@ for Latin words, but every Chinese term is that short, so "Mosaic
 ones. And the index is written in UTF-8 without spaces (Sphinx escapes
 each Chinese character to six bytes): 290 KB would be 190 KB.
 
+One more for the index: Sphinx hands the splitter one text node at a
+time, so a run that a link or a code span interrupts on the page, such as
+的{term}`屏障`, lost its pair across the boundary (的屏: "的屏障" missed the
+glossary). The index also gets the pairs of each block's whole text
+(block_terms), through the one Sphinx private this module touches,
+IndexBuilder._word_collector (tests/test_zhsearch.py fails if it goes).
+
 A Sphinx extension the Chinese book loads (ddpdemo.book.zh_book adds it
 to the derived _config.yml): it registers this language for "zh".
 """
 import json
 import re
 
-from sphinx.search import js_index
+from docutils import nodes
+from sphinx.search import IndexBuilder, js_index
 from sphinx.search.zh import SearchChinese
 
 # CJK Unified Ideographs, Extension A and the Compatibility Ideographs:
@@ -107,6 +115,32 @@ class SearchChineseRuns(SearchChinese):
         return len(word) > 1 or bool(ONE_HAN.fullmatch(word))
 
 
+def block_terms(doctree):
+    """The pairs of the Han runs of each outermost text block (paragraph,
+    title, term, caption) as the page shows it, inline markup joined:
+    the pairs that straddle a link's or a code span's edge included."""
+    terms = []
+    for block in doctree.findall(nodes.TextElement):
+        if (isinstance(block, (nodes.literal_block, nodes.raw,
+                               nodes.comment))
+                or isinstance(block.parent, nodes.TextElement)):
+            continue
+        for han, _ in RUNS.findall(block.astext()):
+            if len(han) > 1:
+                terms += cut(han)
+    return terms
+
+
+_word_collector = IndexBuilder._word_collector
+
+
+def _with_block_terms(self, doctree):
+    store = _word_collector(self, doctree)
+    if isinstance(self.lang, SearchChineseRuns):
+        store.words.extend(block_terms(doctree))
+    return store
+
+
 class Utf8Index(type(js_index)):
     """searchindex.js as Sphinx writes it, in UTF-8 and without spaces."""
 
@@ -123,5 +157,6 @@ def _index_format(app):
 
 def setup(app):
     app.add_search_language(SearchChineseRuns)
+    IndexBuilder._word_collector = _with_block_terms
     app.connect("builder-inited", _index_format)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,33 @@
+"""ddpdemo.book.zhsearch on its own (the browser test in test_site.py
+types words into the built site): Chinese cut into pairs, and a run that
+inline markup interrupts still indexed whole."""
+from docutils import nodes
+from sphinx.search import IndexBuilder
+
+from ddpdemo.book import zhsearch
+
+
+def test_cut_makes_overlapping_pairs():
+    assert zhsearch.cut("数据增强") == ["数据", "据增", "增强"]
+    assert zhsearch.cut("桶") == ["桶"]
+
+
+def test_block_terms_join_inline_markup():
+    # 例如只有 rank 0 进入的{term}`屏障 <barrier>`：the link splits 的|屏障
+    para = nodes.paragraph("", "", nodes.Text("例如只有 rank 0 进入的"),
+                           nodes.reference("", "屏障"), nodes.Text("。"))
+    code = nodes.literal_block("", "不索引的代码")
+    doc = nodes.document(None, None)
+    doc += [para, code]
+    terms = zhsearch.block_terms(doc)
+    assert "的屏" in terms and "屏障" in terms and "进入" in terms
+    assert "代码" not in terms                     # code blocks stay out
+    assert terms.count("的屏") == 1                # the paragraph once
+
+
+def test_the_sphinx_private_it_wraps_is_there():
+    # zhsearch wraps IndexBuilder._word_collector; a Sphinx without it
+    # would silently lose the pairs across inline markup.
+    assert callable(zhsearch._word_collector)
+    assert zhsearch._word_collector.__name__ == "_word_collector"
+    assert hasattr(IndexBuilder, "_word_collector")
