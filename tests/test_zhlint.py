@@ -45,15 +45,19 @@ def test_each_rule_names_page_and_unit(tmp_path):
         "u-host": ("the host blocks", "主机会阻塞"),
         "u-seconds": ("0.2 s late", "晚到 0.2 s"),
         "u-gloss": ("a barrier", "一个屏障"),
+        "u-role": ("{doc}`The live cluster <00_live_cluster>`",
+                   "{doc}`实时集群 <00_live_cluster>`"),
+        "u-colon": ("*Cause:* x", "**原因：** x"),
     })
     for key, what in [("u-order", "排序"), ("u-live", "实时"),
                       ("u-parens", "stacked parentheses"),
                       ("u-italic", "italics"), ("u-variant", "原博文"),
                       ("u-host", "主机端"), ("u-seconds", "秒"),
-                      ("u-gloss", "屏障（barrier）")]:
+                      ("u-gloss", "屏障（barrier）"),
+                      ("u-role", "实时"), ("u-colon", "colon")]:
         hits = [f for f in found if f.startswith(f"book/99_made_up.ipynb {key}:")]
         assert len(hits) == 1 and what in hits[0], (key, found)
-    assert len(found) == 8, found
+    assert len(found) == 10, found
 
 
 def test_what_the_lint_leaves_alone(tmp_path):
@@ -65,6 +69,9 @@ def test_what_the_lint_leaves_alone(tmp_path):
         # agreed words, later uses of a glossed term
         "u-code": ("`*.py` and `time.sleep(0.2)`",
                    "`*.py` 和 `time.sleep(0.2)`，**加粗**"),
+        # a heading is not the first use; a {term} link glosses itself
+        "u-head": ("# Barrier\n\nA {term}`barrier`", "# 屏障\n\n一个{term}`屏障 <barrier>`，"
+                   "**原因**：{ref}`launcher`"),
         "u-ok": ("rendezvous on a port; a barrier, then a barrier",
                  "在端口上汇合（rendezvous，`MASTER_PORT`）；屏障（barrier），"
                  "然后又一个屏障。主机端和机器。已安装的 torch。"),

@@ -31,6 +31,7 @@ TYPESETTING = [
     (r"(?<![*A-Za-z0-9_])\*(?![*\s])[^*\n]+?(?<![*\s])\*(?![*A-Za-z0-9_])",
      "italics in Chinese prose: use bold (**…**) or nothing"),
     (r"）\s*（", "stacked parentheses （…）（…）: merge them into one"),
+    (r"\*\*[^*\n]{1,12}：\*\*", "a label's colon goes after the bold: **原因**："),
 ]
 # What is not prose: fenced code, code spans, roles' targets, math, URLs.
 _NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]+\$"
@@ -67,9 +68,30 @@ def rules(root=ROOT):
     return forbidden, glossed
 
 
+# A role's text is prose ({doc}`现场集群 <00_live_cluster>`), its target is
+# not; a {term} link names its English term, as a gloss does.
+TERM_LINK, TERM_END = "\ue000", "\ue001"
+_ROLE = re.compile(r"\{([\w:-]+)\}`([^`<]*?)\s*(?:<([^>`]*)>)?`")
+
+
+def _role_text(m):
+    role, text, target = m.groups()
+    if target is None:              # {ref}`label`, {term}`rendezvous`
+        return text if role == "term" else " "
+    # a term link glosses itself; marked apart so that it is no bracket
+    return f"{text}{TERM_LINK}{target}{TERM_END}" if role == "term" else text
+
+
 def prose(zh):
     """The unit's Chinese without code, math, link targets and URLs."""
-    return _NOT_PROSE.sub(" ", zh)
+    return _NOT_PROSE.sub(" ", _ROLE.sub(_role_text, zh))
+
+
+def _body(text):
+    """Text without its heading lines: a gloss belongs in the prose, not in
+    a title the navigation repeats."""
+    return "\n".join(line for line in text.splitlines()
+                     if not line.lstrip().startswith("#"))
 
 
 def _excerpt(text, start, end):
@@ -88,16 +110,18 @@ def check_file(path, forbidden, glossed):
             for m in re.finditer(rx, text):
                 found.append(f"{page} {key}: {message}: "
                              f"…{_excerpt(text, m.start(), m.end())}…")
+        body = _body(text)
         for term, first in ([] if page in GLOSS_EXEMPT else glossed):
-            at = text.find(term)
+            at = body.find(term)
             if at < 0 or term in first_seen:
                 continue
             first_seen.add(term)
             # the gloss may go on inside its parentheses: 汇合（rendezvous，…）
-            if not text.startswith(first.rstrip("）"), at):
+            if not (body.startswith(first.rstrip("）"), at)
+                    or body.startswith(term + TERM_LINK, at)):
                 found.append(f"{page} {key}: first use of {term} on the page "
                              f"should read {first}: "
-                             f"…{_excerpt(text, at, at + len(term))}…")
+                             f"…{_excerpt(body, at, at + len(term))}…")
     return found
 
 
