@@ -9,7 +9,7 @@ import sys
 import time
 
 from ..errors import parse_stack
-from . import waiting
+from . import processes, waiting
 
 FAILURE_GRACE = 1.0   # s; after one rank fails, how long the rest get
 POLL = 0.01           # s; how often a wait looks at the ranks
@@ -92,7 +92,8 @@ def signal_dumps(targets):
     `targets` is {rank: (pid, dump file)}. Each engine registered
     faulthandler for SIGUSR1 writing to its file; the dump is appended,
     so each file's size before the signal is kept. Returns {rank: (path,
-    size before)} for the engines signalled (a gone one is left out)."""
+    size before, pid)} for the engines signalled (a gone one is left
+    out)."""
     sent = {}
     for rank, (pid, path) in targets.items():
         before = os.path.getsize(path) if os.path.exists(path) else 0
@@ -100,7 +101,7 @@ def signal_dumps(targets):
             os.kill(pid, signal.SIGUSR1)
         except ProcessLookupError:
             continue
-        sent[rank] = (path, before)
+        sent[rank] = (path, before, pid)
     return sent
 
 
@@ -114,14 +115,26 @@ def read_dumps(sent, wait=5.0):
     so no marker line can be relied on to come last. A dump is finished
     once the reader's frames are in and the file is still, or once it has
     been still for QUIET polls.
+
+    A dump can also kill its process: CPython 3.11's faulthandler
+    segfaults now and then while walking a thread that is entering a
+    function (tests/test_watch.py shows it). A rank that died during its
+    dump wrote all it will write; without the reader's frames its dump
+    says nothing about where it was, so it counts as no dump (None), and
+    the caller keeps the stack the rank's responder sent.
     """
-    size = {r: before for r, (_, before) in sent.items()}
+    size = {r: before for r, (_, before, _) in sent.items()}
     still = dict.fromkeys(sent, 0)
+    gone = set()
     done = {}
 
     def all_finished():
-        for r, (path, before) in sent.items():
+        for r, (path, before, pid) in sent.items():
             if r in done:
+                continue
+            if not processes.alive(pid):    # first: after it, the file is final
+                gone.add(r)
+                done[r] = True
                 continue
             now = os.path.getsize(path)
             still[r] = still[r] + 1 if now > before and now == size[r] else 0
@@ -133,9 +146,10 @@ def read_dumps(sent, wait=5.0):
 
     waiting.until(all_finished, wait, every=DUMP_POLL)
     out = {}
-    for r, (path, before) in sent.items():
+    for r, (path, before, _) in sent.items():
         dump = _read_from(path, before)
-        out[r] = parse_stack(dump) if dump else None
+        frames = parse_stack(dump) if dump else None
+        out[r] = None if r in gone and not frames else frames
     return out
 
 
