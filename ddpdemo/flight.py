@@ -134,13 +134,16 @@ def answer_key(n):
 
 
 def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT,
-            stacks=None):
+            stacks=None, is_alive=None):
     """From the notebook, when a run went wrong: every live rank's record,
     {rank: record or None (no answer in time)}. `ars`: the run's
     AsyncResults by rank; `pending`: the ranks still running it, asked
     through the store and answering on their task's data channel; the
     other live ranks are idle and asked directly, by `ask(ranks)`.
-    `stacks`: a dict that gets each pending rank's thread dump (text)."""
+    `stacks`: a dict that gets each pending rank's thread dump (text).
+    `is_alive(rank)`: whether a rank's process still runs; one that died
+    meanwhile (a stack dump can kill it: ddpdemo.runtime.watch.read_dumps)
+    is not waited for."""
     idle = [r for r in range(len(ars)) if r not in pending and r not in dead]
     if pending:     # ask the stuck ranks first: they answer meanwhile
         store = open_store(spec)
@@ -149,7 +152,10 @@ def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT,
         key, deadline = answer_key(n), time.monotonic() + timeout
     records = dict(zip(idle, ask(idle))) if idle else {}
     if pending:
-        waiting.until(lambda: all(key in ars[r].data for r in pending),
+        def answered(r):
+            return key in ars[r].data or (is_alive and not is_alive(r))
+
+        waiting.until(lambda: all(answered(r) for r in pending),
                       deadline - time.monotonic())
         answers = {r: dict(ars[r].data.get(key) or {}) for r in pending}
         if stacks is not None:

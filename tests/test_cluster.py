@@ -181,11 +181,14 @@ def test_rank_output_is_grouped_and_prefixed(cluster, capsys):
     (dict(timeout="5"), TypeError, "positive number"),
 ])
 def test_bad_input_is_rejected_before_anything_starts(kwargs, error, text):
-    before = ipp_processes()
+    # What a Cluster starts itself (its controller, its fork server, an
+    # engine started the slow way) is a child of this process; the spares
+    # another cluster forks meanwhile, in the background after a restart,
+    # are its fork server's children, not ours.
+    before = set(psutil.Process().children())
     with pytest.raises(error, match=text):
         ddpdemo.Cluster(**kwargs)
-    # Nothing new; the fixture's engines may come and go meanwhile.
-    assert set(ipp_processes()) <= set(before)
+    assert set(psutil.Process().children()) <= before
 
 
 def test_nccl_with_too_few_gpus_says_how_many():

@@ -52,7 +52,7 @@ def test_a_file_store_or_rank_0s_tcp_store():
     engines = Engines()
     group.init_group(engines, [1, 2], "gloo", 60.0, file_path="/s")
     assert [c[0] for c in engines.calls] == [engine.init_group]
-    assert engines.calls[0][3] == {"file_path": "/s"}
+    assert engines.calls[0][3] == {"file_path": "/s", "arm": False}
     assert engines.calls[0][2] == [("gloo", 0, 2, 60.0),
                                    ("gloo", 1, 2, 60.0)]
     engines = Engines()
@@ -60,4 +60,27 @@ def test_a_file_store_or_rank_0s_tcp_store():
     store, init = engines.calls
     assert store[0] is engine.open_tcp_store and store[1] == [1]
     assert store[2] == [(2, "10.0.0.1", 60.0)]
-    assert init[3] == {"tcp": ("127.0.0.1", 4321)}
+    assert init[3] == {"tcp": ("127.0.0.1", 4321), "arm": False}
+
+
+class Forming(Engines):
+    """Also answers engine.prepare with each rank's facts."""
+
+    def call_each(self, ids, fn, per_rank=None, **kwargs):
+        out = super().call_each(ids, fn, per_rank, **kwargs)
+        if fn is engine.prepare:
+            return [{"pid": 100 + r, "gpus": 0} for r in range(len(ids))]
+        return out
+
+
+def test_forming_a_group_takes_three_round_trips_the_responder_riding_init():
+    # A restart after a hang pays every round trip: the Flight Recorder
+    # responder is armed by init_group's call, not one of its own.
+    engines = Forming([(0, "a"), (1, "a")])
+    formed = group.form(engines, [4, 5], "auto", {}, 60.0,
+                        file_path="/tmp/s")
+    assert [c[0] for c in engines.calls] == [
+        engine.identify, engine.prepare, engine.init_group]
+    assert engines.calls[-1][3] == {"file_path": "/tmp/s", "arm": True}
+    assert formed == group.Formed([4, 5], [100, 101], "gloo",
+                                  ("file", "/tmp/s"))

@@ -105,6 +105,7 @@ class Cluster:
         # Generation g's engines are sets g<g>-rank<r>; the current one
         # runs the group, and `_launched` > it means spares are coming.
         self._generation, self._launched = 0, -1
+        self._spares_due = False    # spares to launch at the next run
         self._state = State.STOPPED
 
     @property
@@ -193,6 +194,7 @@ class Cluster:
         self._engines = self._tmp = None
         self._ids, self._pids = [], []
         self._generation, self._launched = 0, -1
+        self._spares_due = False
         self._state = State.STOPPED
         unregister(self)
 
@@ -227,15 +229,17 @@ class Cluster:
             self._launch(self._generation)
         self._state = State.RESTARTING
 
-    def _finish_restart(self):
+    def _finish_restart(self, spares_now=True):
         progress = Progress(f"Restarting {self.world_size} ranks")
-        self._form_group(progress)
+        self._form_group(progress, spares_now)
         progress.done(f"{self.backend} group of {self.world_size} ready")
 
     # -- forming the group -----------------------------------------------
-    def _form_group(self, progress):
+    def _form_group(self, progress, spares_now=True):
         """Wait for this generation's engines and form the process group
-        on them (the steps are in ddpdemo.runtime.group)."""
+        on them (the steps are in ddpdemo.runtime.group). The next
+        generation of spares is launched now, or with `spares_now` false by
+        the next run once its tasks are sent."""
         ids = self._engines.wait_for_generation(
             self.world_size, self._generation,
             time.monotonic() + self.start_timeout, progress)
@@ -252,10 +256,24 @@ class Cluster:
         self._state = State.READY
         if in_ipython():
             self._engines.activate(self._ids)
-        if self.spares:
-            # The next generation starts now, in the background: forked
-            # from the fork server, it is ready well before it is needed.
-            self._launch(self._generation + 1)
+        # The next generation starts in the background: forked from the
+        # fork server, it is ready well before it is needed.
+        self._spares_due = self.spares
+        if spares_now:
+            self._launch_due_spares()
+
+    def _launch_due_spares(self):
+        """Launch the next generation of spares if it is due. Launching
+        takes about 0.1 s (a fork per rank, ipyparallel's bookkeeping):
+        after a restart it runs on a thread of its own once the first
+        run's tasks are on the ranks, so the run that recovers does not
+        wait for it (Engines.launch_in_background)."""
+        if self._spares_due:
+            self._spares_due = False
+            generation = self._generation + 1
+            self._engines.launch_in_background(
+                generation, preload=("torch",) if self.local else ())
+            self._launched = generation
 
     # -- running code ----------------------------------------------------
     def _ensure_ready(self):
@@ -270,7 +288,9 @@ class Cluster:
                 "engines it did not start (profile=...): restart the "
                 "ipyparallel cluster, then create a new Cluster")
         if self._state == State.RESTARTING:
-            self._finish_restart()
+            # A run follows at once: the next spares go out once its tasks
+            # are on the ranks, not before (see _run_on_ranks).
+            self._finish_restart(spares_now=False)
         elif self._state == State.SUSPECT:
             self._health_check()
 
@@ -313,6 +333,7 @@ class Cluster:
         """Send fn(*args) to every rank, wait (bounded), echo output, and
         turn failures into RankError and stuck ranks into HangError."""
         ars = self._engines.submit(self._ids, fn, *args)
+        self._launch_due_spares()
         out = outcome.settle(ars, timeout, outcome.Generation(
             self._engines, self._ids, self._pids, self._is_alive,
             store=self._flight, tmpdir=self._tmp if self.local else None))

@@ -81,11 +81,13 @@ def user_namespace():
 
 
 def init_group(backend, rank, world_size, timeout_s, file_path=None,
-               tcp=None):
+               tcp=None, arm=False):
     """Form the process group on this rank and seed the user namespace.
 
     `file_path`: a FileStore in a private directory (local clusters, no
-    listener at all). `tcp`: (address, port) of rank 0's TCPStore.
+    listener at all). `tcp`: (address, port) of rank 0's TCPStore. `arm`:
+    then start the Flight Recorder responder on the same store
+    (ddpdemo.flight.arm), in this call rather than a round trip of its own.
     """
     import torch
     import torch.distributed as dist
@@ -110,6 +112,9 @@ def init_group(backend, rank, world_size, timeout_s, file_path=None,
     user_namespace().update(torch=torch, dist=dist, rank=rank,
                             local_rank=int(os.environ["LOCAL_RANK"]),
                             world_size=world_size, device=current_device())
+    if arm:
+        from .. import flight
+        flight.arm(rank, flight.store_spec(file_path=file_path, tcp=tcp))
     return dist.get_backend()
 
 

@@ -42,11 +42,12 @@ def backend_for(facts, local_ranks):
 
 
 def init_group(engines, ids, backend, timeout_s, file_path=None,
-               master_addr=None):
+               master_addr=None, arm=False):
     """init_process_group on every rank, through a FileStore at
     `file_path` (local: no listener), or else a TCPStore that rank 0
-    opens on port 0 at `master_addr`. Returns how the store was reached:
-    {"file_path": ...} or {"tcp": (address, port)}."""
+    opens on port 0 at `master_addr`; with `arm`, each rank's Flight
+    Recorder responder starts in the same call. Returns how the store was
+    reached: {"file_path": ...} or {"tcp": (address, port)}."""
     world_size = len(ids)
     store = {}
     if file_path is not None:
@@ -56,7 +57,7 @@ def init_group(engines, ids, backend, timeout_s, file_path=None,
             ids[:1], engine.open_tcp_store,
             per_rank=lambda r: (world_size, master_addr, timeout_s))[0]
     engines.call_each(ids, engine.init_group, per_rank=lambda r: (
-        backend, r, world_size, timeout_s), **store)
+        backend, r, world_size, timeout_s), arm=arm, **store)
     return store
 
 
@@ -81,15 +82,18 @@ def form(engines, ids, backend, env, timeout_s, dump=None, file_path=None,
          master_addr=None):
     """Every step from registered engines to a working group: assign
     ranks, prepare them, settle backend="auto" from what the ranks see,
-    init_process_group, and arm each rank's Flight Recorder responder (a
-    thread that answers ledger requests through the store, so a rank stuck
-    in a collective still says what it recorded). Returns Formed."""
+    init_process_group and, in the same call, arm each rank's Flight
+    Recorder responder (a thread that answers ledger requests through the
+    store, so a rank stuck in a collective still says what it recorded).
+    Returns Formed."""
     ids, local_ranks = assign_ranks(engines, ids, len(ids))
     facts = prepare_ranks(engines, ids, local_ranks, env, dump)
     if backend == "auto":
         backend = backend_for(facts, local_ranks)
+    # Each round trip to the ranks costs tens of ms on a busy machine,
+    # and a restart after a hang pays them all: the responder is armed in
+    # init_group's call.
     store = init_group(engines, ids, backend, timeout_s,
-                       file_path=file_path, master_addr=master_addr)
-    spec = flight.store_spec(**store)
-    engines.call_each(ids, flight.arm, per_rank=lambda r: (r, spec))
-    return Formed(ids, [f["pid"] for f in facts], backend, spec)
+                       file_path=file_path, master_addr=master_addr, arm=True)
+    return Formed(ids, [f["pid"] for f in facts], backend,
+                  flight.store_spec(**store))

@@ -71,6 +71,7 @@ def settle(ars, timeout, gen):
     dumps = {}
     out.ledger = gather_ledger(
         gen.store, ars, pending, dead=dead, stacks=dumps,
+        is_alive=gen.is_alive,
         ask=lambda ranks: gen.engines.call_each(
             [gen.ids[r] for r in ranks], flight.record, stacks=False))
     # Each stuck rank's own dump (it came with the ledger) is the way for
@@ -84,7 +85,8 @@ def settle(ars, timeout, gen):
     return out
 
 
-def gather_ledger(spec, ars, pending, ask, dead=(), stacks=None):
+def gather_ledger(spec, ars, pending, ask, dead=(), stacks=None,
+                  is_alive=None):
     """The Ledger of a run that went wrong (see flight.collect, which
     fills `stacks`); None if the ranks cannot be reached (the error is
     then shown without one)."""
@@ -92,6 +94,7 @@ def gather_ledger(spec, ars, pending, ask, dead=(), stacks=None):
         return None
     try:
         return Ledger(len(ars), flight.collect(spec, ars, pending, ask, dead,
-                                               stacks=stacks), dead)
+                                               stacks=stacks,
+                                               is_alive=is_alive), dead)
     except Exception:
         return None
