@@ -206,12 +206,14 @@ class Cluster:
         self._begin_restart()
         self._finish_restart()
 
-    def _launch(self, generation):
-        """Launch a generation of engines without waiting for them. Local
-        ones are forked from a server that imported torch once: a spare is
-        then ready to form a group at once (ddpdemo.runtime.forkserver)."""
-        self._engines.launch(generation,
-                             preload=("torch",) if self.local else ())
+    def _launch(self, generation, background=False):
+        """Launch a generation of engines without waiting for them to
+        register (`background`: nor for the launch itself). Local ones are
+        forked from a server that imported torch once: a spare is then
+        ready to form a group at once (ddpdemo.runtime.forkserver)."""
+        launch = (self._engines.launch_in_background if background
+                  else self._engines.launch)
+        launch(generation, preload=("torch",) if self.local else ())
         self._launched = generation
 
     def _begin_restart(self):
@@ -270,10 +272,7 @@ class Cluster:
         wait for it (Engines.launch_in_background)."""
         if self._spares_due:
             self._spares_due = False
-            generation = self._generation + 1
-            self._engines.launch_in_background(
-                generation, preload=("torch",) if self.local else ())
-            self._launched = generation
+            self._launch(self._generation + 1, background=True)
 
     # -- running code ----------------------------------------------------
     def _ensure_ready(self):
