@@ -5,6 +5,7 @@ FileStore and a stand-in responder thread. (Real ranks: test_ledger.py
 and test_cluster.py.)"""
 import datetime
 import threading
+import time
 
 import pytest
 
@@ -73,7 +74,6 @@ def test_a_stuck_rank_that_dies_is_not_waited_for(tmp_path):
     # A stack dump can kill a stuck rank (CPython 3.11's faulthandler):
     # its responder died with it, so waiting the whole bound for it would
     # add seconds to the hang report.
-    import time
     spec = flight.store_spec(file_path=str(tmp_path / "store"))
     ars = [Result(), Result()]
     thread = respond(spec, ars, 0, {"rank": 0, "dump": {}, "stack": "S0"})

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ddpdemo.runtime import watch
+from ddpdemo.runtime import engine, processes, waiting, watch
 
 
 def test_wait_returns_at_once_when_every_rank_is_done(Result):
@@ -117,8 +117,8 @@ def _a_dead_process():
     """A process that has exited and not been reaped: its pid stays
     reserved, and alive() says it has ended."""
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    assert watch.waiting.until(lambda: not watch.processes.alive(proc.pid),
-                               10, every=0.01)
+    assert waiting.until(lambda: not processes.alive(proc.pid), 10,
+                         every=0.01)
     return proc
 
 
@@ -140,7 +140,6 @@ def test_a_dump_its_process_died_in_counts_as_no_dump_at_once(tmp_path):
 
 
 def test_a_dead_process_keeps_the_reader_frames_it_wrote(tmp_path):
-    from ddpdemo.runtime import engine
     path = tmp_path / "stack.txt"
     path.write_text(
         'Thread 0x00007fd23fef46c0 (most recent call first):\n'

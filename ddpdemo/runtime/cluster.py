@@ -178,6 +178,7 @@ class Cluster:
             if self._engines.can_restart:
                 self._launch(self._generation)
             self._form_group(progress)
+            self._launch_due_spares()
         except BaseException:
             self.stop()
             raise
@@ -205,6 +206,7 @@ class Cluster:
                                "it (profile=...), so it cannot restart them")
         self._begin_restart()
         self._finish_restart()
+        self._launch_due_spares()
 
     def _launch(self, generation, background=False):
         """Launch a generation of engines without waiting for them to
@@ -231,17 +233,16 @@ class Cluster:
             self._launch(self._generation)
         self._state = State.RESTARTING
 
-    def _finish_restart(self, spares_now=True):
+    def _finish_restart(self):
         progress = Progress(f"Restarting {self.world_size} ranks")
-        self._form_group(progress, spares_now)
+        self._form_group(progress)
         progress.done(f"{self.backend} group of {self.world_size} ready")
 
     # -- forming the group -----------------------------------------------
-    def _form_group(self, progress, spares_now=True):
+    def _form_group(self, progress):
         """Wait for this generation's engines and form the process group
         on them (the steps are in ddpdemo.runtime.group). The next
-        generation of spares is launched now, or with `spares_now` false by
-        the next run once its tasks are sent."""
+        generation of spares is then due (_launch_due_spares)."""
         ids = self._engines.wait_for_generation(
             self.world_size, self._generation,
             time.monotonic() + self.start_timeout, progress)
@@ -259,10 +260,10 @@ class Cluster:
         if in_ipython():
             self._engines.activate(self._ids)
         # The next generation starts in the background: forked from the
-        # fork server, it is ready well before it is needed.
+        # fork server, it is ready well before it is needed. start() and
+        # reset() launch it at once, a run after a restart once its tasks
+        # are on the ranks.
         self._spares_due = self.spares
-        if spares_now:
-            self._launch_due_spares()
 
     def _launch_due_spares(self):
         """Launch the next generation of spares if it is due. Launching
@@ -289,7 +290,7 @@ class Cluster:
         if self._state == State.RESTARTING:
             # A run follows at once: the next spares go out once its tasks
             # are on the ranks, not before (see _run_on_ranks).
-            self._finish_restart(spares_now=False)
+            self._finish_restart()
         elif self._state == State.SUSPECT:
             self._health_check()
 
