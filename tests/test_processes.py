@@ -66,9 +66,8 @@ def test_guard_ends_its_process_and_removes_the_directory(tmp_path):
     parent.wait(timeout=10)
     # The guard looks every 0.5 s; nobody may reap the orphan, so a
     # zombie counts as ended.
-    deadline = time.monotonic() + 30   # a loaded machine
-    while time.monotonic() < deadline and processes.alive(child):
-        time.sleep(0.05)
+    waiting.until(lambda: not processes.alive(child), 30,   # a loaded machine
+                  every=0.05)
     assert not processes.alive(child)
     assert not doomed.exists()
 
