@@ -20,9 +20,60 @@ def test_guarded_command_names_parent_remove_and_preload():
         os.getpid(), "/tmp/x", ["torch"], "ipyparallel.engine", ["--flag"])
 
 
-def test_pythonpath_finds_this_ddpdemo():
-    here = os.path.dirname(os.path.dirname(processes.__file__))
-    assert processes.pythonpath().split(os.pathsep)[0] == here
+def import_probe():
+    """Run in a rank: the ddpdemo modules importable under their own
+    top-level name (none should be), and where the PYTHONPATH alone,
+    without any installed copy, finds `ddpdemo` as a package."""
+    import importlib.machinery
+    import importlib.util
+    import os
+    import pkgutil
+
+    import ddpdemo
+    package = os.path.dirname(os.path.abspath(ddpdemo.__file__))
+    shadowing = []
+    for module in pkgutil.iter_modules([package]):
+        spec = importlib.util.find_spec(module.name)
+        if spec is not None and spec.origin and os.path.abspath(
+                spec.origin).startswith(package + os.sep):
+            shadowing.append(module.name)
+    path = os.environ["PYTHONPATH"].split(os.pathsep)
+    found = importlib.machinery.PathFinder.find_spec("ddpdemo", path)
+    return {"shadowing": shadowing, "package": package,
+            "on_pythonpath": found and os.path.dirname(found.origin),
+            "is_package": bool(ddpdemo.__spec__.submodule_search_locations)}
+
+
+def check_imports(seen):
+    assert seen["shadowing"] == []      # no `import ledger`, `ring`, ...
+    assert seen["is_package"]
+    assert seen["on_pythonpath"] == seen["package"]
+
+
+def test_a_rank_imports_ddpdemo_as_a_package_and_nothing_else():
+    """A real engine of a Cluster: `ddpdemo` is found as a package on the
+    PYTHONPATH it was given, and none of its modules as a top-level name
+    (they would shadow installed packages called ledger, ring, ...)."""
+    import ddpdemo
+    with ddpdemo.Cluster(world_size=1, backend="gloo", spares=False) as c:
+        [seen] = c.run(import_probe)
+    check_imports(seen)
+
+
+def test_a_script_run_by_ddpdemo_imports_ddpdemo_as_a_package(tmp_path):
+    """A torchrun script started the way the chapters start theirs."""
+    import inspect
+    import json
+
+    from ddpdemo import scripts
+    script = tmp_path / "probe.py"
+    script.write_text(inspect.getsource(import_probe)
+                      + "\nimport json\nprint(json.dumps(import_probe()))\n")
+    [done] = scripts.collect(
+        [scripts._exe("torchrun"), "--standalone", "--nproc-per-node", "1",
+         str(script)], timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    check_imports(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def test_kill_ends_a_process_that_ignores_sigterm():

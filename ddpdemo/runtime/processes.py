@@ -23,11 +23,23 @@ def guarded(module, remove=None, preload=()):
             *extra, module]
 
 
+def package_root():
+    """The directory that holds the ddpdemo package: this file's path,
+    climbed once per part of this module's dotted name, so that it stays
+    right wherever the module moves within the package."""
+    root = os.path.abspath(__file__)
+    for _ in __name__.split("."):
+        root = os.path.dirname(root)
+    return root
+
+
 def pythonpath():
-    """Engines must import ddpdemo even when it is not installed."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """Engines and scripts must import ddpdemo even when it is not
+    installed: the directory that holds it goes first on their path (not
+    the package's own directory, whose modules would then shadow
+    installed ones of the same names: `ledger`, `ring`, ...)."""
     old = os.environ.get("PYTHONPATH")
-    return here + (os.pathsep + old if old else "")
+    return package_root() + (os.pathsep + old if old else "")
 
 
 alive = guard.alive     # running, and not a zombie
