@@ -159,6 +159,28 @@ def test_killed_engine_is_named_and_recovered(cluster):
     assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
 
 
+def exit_on_rank_1(how):
+    import os
+    import sys
+    import torch.distributed as dist
+    if dist.get_rank() == 1:
+        if how == "sys.exit":
+            sys.exit()      # in a task: raised, the engine lives on
+        os._exit(0)         # the process ends, exit status 0
+    dist.barrier()
+
+
+@pytest.mark.parametrize("how,said", [
+    ("sys.exit", "SystemExit: "), ("os._exit", "process died (exit code 0)")])
+def test_a_rank_that_exits_cleanly_is_named(cluster, how, said):
+    """Exit status 0 is how a rank ended, not "not yet"
+    (tests/test_engines.py checks it is read back at once)."""
+    with pytest.raises(ddpdemo.RankError) as info:
+        cluster.run(exit_on_rank_1, how, timeout=10)
+    assert info.value.errors[1] == said
+    assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
+
+
 def test_rank_output_is_grouped_and_prefixed(cluster, capsys):
     def shout():
         import torch.distributed as dist

@@ -1,13 +1,14 @@
 """ddpdemo.runtime.engines, the ipyparallel side of a cluster, on one real local
 engine: launched with its rank, found, called (bounded), killed and its
 exit read back; a dying engine's log quoted."""
+import os
 import socket
 import tempfile
 import time
 
 import pytest
 
-from ddpdemo.runtime import engine, processes
+from ddpdemo.runtime import engine, processes, waiting
 from ddpdemo.runtime.engines import Engines
 
 
@@ -36,6 +37,20 @@ def test_launch_find_call_kill_and_read_the_exit(engines):
         engines.check_started(0)
     engines.stop_generation(0)
     assert engines.pids() == []
+
+
+def test_a_clean_exit_is_read_back_at_once(engines):
+    """Exit status 0 is an answer, not "not yet": reading it must not
+    wait out the bound (it did, and so delayed RankError)."""
+    engines.launch(0)
+    ids = engines.wait_for_new(1, set(), time.monotonic() + 120,
+                               generation=0)
+    pid = engines.pids(0)[0]
+    engines.submit(ids, os._exit, 0)
+    assert waiting.until(lambda: not processes.alive(pid), 60)
+    start = time.monotonic()
+    assert engines.exit_code(pid, wait=60) == 0
+    assert time.monotonic() - start < 30     # the bound: 60 s
 
 
 def test_a_dead_engine_is_reported_with_its_log():

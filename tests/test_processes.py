@@ -149,4 +149,15 @@ def test_until_returns_the_first_true_value_or_the_last_false_one():
                          5, every=0) == 7
     start = time.monotonic()
     assert waiting.until(lambda: 0, 0.2) == 0
-    assert 0.2 <= time.monotonic() - start < 2
+    assert time.monotonic() - start >= 0.2
+
+
+def test_value_takes_a_false_answer_at_once():
+    """An exit status 0 is an answer: `value` returns it on the first
+    call, where `until` would have waited the whole bound for a true one."""
+    calls = []
+    assert waiting.value(lambda: calls.append(1) or 0, 60) == 0
+    assert calls == [1]
+    answers = iter([None, None, False])
+    assert waiting.value(lambda: next(answers), 60, every=0) is False
+    assert waiting.value(lambda: None, 0.05) is None

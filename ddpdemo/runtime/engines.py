@@ -278,7 +278,7 @@ class Engines:
                      if getattr(el, "pid", None) == pid]
         if not launchers:
             return None
-        return waiting.until(
+        return waiting.value(
             lambda: getattr(launchers[0].process, "exit_code", None), wait)
 
     @property

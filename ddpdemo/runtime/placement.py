@@ -51,7 +51,7 @@ class _RecordingProcess:
         code = self._process.wait(timeout)
         if self._forkserver is not None and code is None:
             # Not our child: its parent, the fork server, recorded it.
-            code = waiting.until(
+            code = waiting.value(
                 lambda: forkserver.read_exit(self._forkserver, self.pid), 2.0)
         self.exit_code = code
         return code
