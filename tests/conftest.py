@@ -99,7 +99,62 @@ class StandInResult:
         pass
 
 
+class StandInEngines:
+    """ddpdemo.runtime.engines.Engines, stood in for where the runtime's
+    steps (group, outcome, the placements) talk to it: each call_each is
+    recorded and answered as ranks would answer it (identify: `found`;
+    prepare: each rank's facts; open_tcp_store: an address; flight.record:
+    an empty ledger), engines are started nowhere (`started`), and every
+    rank ended by SIGKILL. tests/test_engines.py checks each name here
+    against the real class."""
+    death_notice_s = 0.0
+
+    def __init__(self, found=(), tmpdir="/tmp/ddpdemo-stand-in"):
+        self.found, self.tmpdir = list(found), tmpdir
+        self.calls, self.started = [], []
+
+    def call_each(self, ids, fn, per_rank=None, **kwargs):
+        from ddpdemo import flight
+        from ddpdemo.runtime import engine
+        args = [per_rank(r) if per_rank else () for r in range(len(ids))]
+        self.calls.append((fn, list(ids), args, kwargs))
+        if fn is engine.identify:
+            return self.found
+        if fn is engine.open_tcp_store:
+            return [("127.0.0.1", 4321)]
+        if fn is engine.prepare:
+            return [{"pid": 100 + r, "gpus": 0} for r in range(len(ids))]
+        if fn is flight.record:
+            return [{"rank": i, "dump": {"entries": []}} for i in ids]
+        return [None] * len(ids)
+
+    def exit_code(self, pid, wait=2.0):
+        return -9
+
+    def start_engines(self, n, set_id, environment, **kwargs):
+        self.started.append(dict(kwargs, n=n, set_id=set_id,
+                                 environment=environment))
+
+    def sets(self, generation=None):
+        return {}
+
+    def forget(self, generation=None):
+        return {}
+
+    def pids(self, generation=None):
+        return []
+
+    def registered(self, engine_id):
+        return engine_id >= 0
+
+
 @pytest.fixture(scope="session")
 def Result():
     """The AsyncResult stand-in class: Result(done=False), ..."""
     return StandInResult
+
+
+@pytest.fixture(scope="session")
+def FakeEngines():
+    """The Engines stand-in class: FakeEngines(found=[(rank, host)])."""
+    return StandInEngines

@@ -39,7 +39,11 @@ def test_cluster_keywords_become_launcher_traits():
     assert kwargs == {"controller_ip": "10.0.0.1"}     # the rest: ipp's
     assert batch.launch_args("mpi", {"mpiexec_args": ["-x", "A"]}) == \
         {"mpi_args": ["-x", "A"]}
-    assert batch.launch_args("local", {"sbatch_args": []}) == {}
+    # What a Cluster may be given for each launcher (options.placement
+    # rejects the rest: tests/test_options.py).
+    assert batch.keywords("slurm") == ("sbatch_args",)
+    assert batch.keywords("mpi") == ("mpiexec_args",)
+    assert batch.keywords("pbs") == ()
 
 
 def fake_mpiexec(tmp_path, version):

@@ -1,34 +1,19 @@
 """ddpdemo.runtime.group's bookkeeping against a stand-in for the engines: which
 engine is which rank, LOCAL_RANK per host, the backend "auto" settles on,
-and which store each rank is given. (Real groups: test_cluster.py.)"""
+and which store each rank is given. (Real groups: test_cluster.py.)
+The stand-in engines are conftest.py's StandInEngines."""
 from ddpdemo.runtime import engine, group
 
 
-class Engines:
-    """Records calls; answers engine.identify with `found`."""
-
-    def __init__(self, found=()):
-        self.found, self.calls = list(found), []
-
-    def call_each(self, ids, fn, per_rank=None, **kwargs):
-        args = [per_rank(r) if per_rank else () for r in range(len(ids))]
-        self.calls.append((fn, list(ids), args, kwargs))
-        if fn is engine.identify:
-            return self.found
-        if fn is engine.open_tcp_store:
-            return [("127.0.0.1", 4321)]
-        return [None] * len(ids)
-
-
-def test_ranks_come_from_the_engines_environment():
-    engines = Engines([(2, "a"), (0, "a"), (1, "b")])
+def test_ranks_come_from_the_engines_environment(FakeEngines):
+    engines = FakeEngines([(2, "a"), (0, "a"), (1, "b")])
     ids, local_ranks = group.assign_ranks(engines, [5, 6, 7], 3)
     assert ids == [6, 7, 5]             # rank order
     assert local_ranks == [0, 0, 1]     # host a: ranks 0, 2; host b: 1
 
 
-def test_without_launch_ranks_engine_ids_decide():
-    engines = Engines([(-1, "a"), (-1, "b"), (-1, "a"), (-1, "b")])
+def test_without_launch_ranks_engine_ids_decide(FakeEngines):
+    engines = FakeEngines([(-1, "a"), (-1, "b"), (-1, "a"), (-1, "b")])
     ids, local_ranks = group.assign_ranks(engines, [1, 2, 3, 4], 4)
     assert ids == [1, 2, 3, 4] and local_ranks == [0, 0, 1, 1]
 
@@ -39,8 +24,8 @@ def test_auto_is_nccl_only_if_every_rank_has_its_own_gpu():
     assert group.backend_for([{"gpus": 0}], [0]) == "gloo"
 
 
-def test_prepare_gives_each_rank_its_environment_and_dump():
-    engines = Engines()
+def test_prepare_gives_each_rank_its_environment_and_dump(FakeEngines):
+    engines = FakeEngines()
     group.prepare_ranks(engines, [8, 9], [0, 1], {"X": "1"}, "/d/{}.txt")
     fn, ids, args, _ = engines.calls[0]
     assert fn is engine.prepare and ids == [8, 9]
@@ -48,14 +33,14 @@ def test_prepare_gives_each_rank_its_environment_and_dump():
                     (1, 1, 2, {"X": "1"}, "/d/1.txt")]
 
 
-def test_a_file_store_or_rank_0s_tcp_store():
-    engines = Engines()
+def test_a_file_store_or_rank_0s_tcp_store(FakeEngines):
+    engines = FakeEngines()
     group.init_group(engines, [1, 2], "gloo", 60.0, file_path="/s")
     assert [c[0] for c in engines.calls] == [engine.init_group]
     assert engines.calls[0][3] == {"file_path": "/s", "arm": False}
     assert engines.calls[0][2] == [("gloo", 0, 2, 60.0),
                                    ("gloo", 1, 2, 60.0)]
-    engines = Engines()
+    engines = FakeEngines()
     group.init_group(engines, [1, 2], "gloo", 60.0, master_addr="10.0.0.1")
     store, init = engines.calls
     assert store[0] is engine.open_tcp_store and store[1] == [1]
@@ -63,20 +48,11 @@ def test_a_file_store_or_rank_0s_tcp_store():
     assert init[3] == {"tcp": ("127.0.0.1", 4321), "arm": False}
 
 
-class Forming(Engines):
-    """Also answers engine.prepare with each rank's facts."""
-
-    def call_each(self, ids, fn, per_rank=None, **kwargs):
-        out = super().call_each(ids, fn, per_rank, **kwargs)
-        if fn is engine.prepare:
-            return [{"pid": 100 + r, "gpus": 0} for r in range(len(ids))]
-        return out
-
-
-def test_forming_a_group_takes_three_round_trips_the_responder_riding_init():
+def test_forming_a_group_takes_three_round_trips_the_responder_riding_init(
+        FakeEngines):
     # A restart after a hang pays every round trip: the Flight Recorder
     # responder is armed by init_group's call, not one of its own.
-    engines = Forming([(0, "a"), (1, "a")])
+    engines = FakeEngines([(0, "a"), (1, "a")])
     formed = group.form(engines, [4, 5], "auto", {}, 60.0,
                         file_path="/tmp/s")
     assert [c[0] for c in engines.calls] == [

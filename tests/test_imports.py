@@ -20,6 +20,8 @@ RANK_SIDE = {"ddpdemo.runtime.engine", "ddpdemo.runtime.guard",
 KERNEL_SIDE = {f"ddpdemo.runtime.{m}" for m in (
     "cluster", "engines", "placement", "ssh", "batch", "outcome", "watch", "magic",
     "progress", "group", "options")}
+KERNEL_SIDE |= {f"ddpdemo.runtime.{m}" for m in (
+    "controller", "forks", "enginesets", "background")}
 # What ddpdemo.runtime may import of ddpdemo outside itself (its
 # docstring says so too).
 RUNTIME_MAY_IMPORT = {"ddpdemo.errors", "ddpdemo.ledger", "ddpdemo.flight",

@@ -3,6 +3,9 @@ before anything starts (no engines here: pure checks)."""
 import pytest
 
 from ddpdemo.runtime import options
+from ddpdemo.runtime.placement import (LauncherPlacement, LocalPlacement,
+                                       ProfilePlacement)
+from ddpdemo.runtime.ssh import SSHRanks
 
 
 @pytest.mark.parametrize("world_size,backend,timeout", [
@@ -39,3 +42,44 @@ def test_a_file_store_needs_every_rank_here():
         options.check_rendezvous("file", local=False)
     with pytest.raises(ValueError, match="unknown rendezvous"):
         options.check_rendezvous("udp", local=True)
+
+
+@pytest.mark.parametrize("engines,profile,kwargs,text", [
+    ("local", None, {"sbatch_arg": ["-p", "gpu"]},
+     r"sbatch_arg for engines='local'"),                  # a misspelling
+    ("local", None, {"sbatch_args": []},
+     r"sbatch_args for engines='local'"),                 # another's option
+    ("local", None, {"controller_ip": "10.0.0.1"}, "controller_ip"),
+    ("slurm", None, {"hosts": {"a": 2}},
+     r"hosts for engines='slurm' \(which takes controller_ip, sbatch_args"),
+    ("mpi", None, {"sbatch_args": []}, "sbatch_args for engines='mpi'"),
+    ("ssh", None, {"hosts": {"a": 2}, "mpiexec_args": []}, "mpiexec_args"),
+    ("ssh", None, {}, r"engines='ssh' needs hosts="),
+    ("local", "mine", {"controller_ip": "10.0.0.1"},
+     r"controller_ip for profile='mine' \(which takes none"),
+])
+def test_a_keyword_the_placement_does_not_take_is_a_type_error(
+        engines, profile, kwargs, text):
+    with pytest.raises(TypeError, match=text):
+        options.placement(2, engines, profile, kwargs)
+
+
+def test_an_unknown_launcher_is_named():
+    with pytest.raises(ValueError, match="unknown engines='slrum'"):
+        options.placement(2, "slrum")
+
+
+def test_each_keyword_reaches_its_placement():
+    assert isinstance(options.placement(2), LocalPlacement)
+    assert isinstance(options.placement(2, "ssh", None, {"hosts": {"a": 2}}),
+                      SSHRanks)
+    assert isinstance(options.placement(2, profile="mine"), ProfilePlacement)
+    slurm = options.placement(2, "slurm", None, dict(
+        sbatch_args=["-p", 7], controller_ip="10.0.0.1"))
+    assert isinstance(slurm, LauncherPlacement)
+    assert slurm.launch_args == {"sbatch_args": ["-p", "7"]}
+    assert slurm.controller_kwargs == {"controller_ip": "10.0.0.1"}
+    ssh = options.placement(2, "ssh", None, dict(
+        hosts={"a": 1, "b": 1}, ssh_args=["-F", "c"], controller_ip="h"))
+    assert ssh.ssh_args == ["-F", "c"] and ssh.slots == [("a", 0), ("b", 0)]
+    assert ssh.controller_kwargs == {"controller_ip": "h"}

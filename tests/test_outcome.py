@@ -2,35 +2,29 @@
 the ranks' AsyncResults (as test_group.py does for group): which ranks
 finished, failed, died or are stuck, and the stacks a hang report shows.
 (Real ranks: test_cluster.py.)"""
+import contextlib
 import datetime
 import subprocess
 import sys
 import threading
 
 from ddpdemo import flight
-from ddpdemo.runtime import engine, outcome
+from ddpdemo.runtime import engine, outcome, processes, waiting
+
+from conftest import StandInEngines as Engines
 
 
-class Engines:
-    """The engines as settle reaches them: idle ranks' records, exits."""
-    death_notice_s = 0.0
-
-    def __init__(self):
-        self.asked = []
-
-    def exit_code(self, pid):
-        return -9
-
-    def call_each(self, ids, fn, **kwargs):
-        self.asked.append((list(ids), fn, kwargs))
-        return [{"rank": i, "dump": {"entries": []}} for i in ids]
-
-
-def gone_pid():
-    """A pid that no longer runs (its process was reaped)."""
+@contextlib.contextmanager
+def ended_child():
+    """The pid of a child that has exited and is not reaped yet: no other
+    process can be given that pid meanwhile, so a signal sent to it
+    reaches no one (a reaped child's pid may already be another's)."""
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait(timeout=30)
-    return proc.pid
+    try:
+        assert waiting.until(lambda: not processes.alive(proc.pid), 30)
+        yield proc.pid
+    finally:
+        proc.wait(timeout=30)
 
 
 def generation(alive=lambda r: True, **kwargs):
@@ -42,7 +36,7 @@ def test_a_clean_run_gathers_nothing(Result):
     gen = generation()
     out = outcome.settle([Result(), Result()], 5, gen)
     assert (out.pending, out.dead, out.errors) == ([], [], {})
-    assert out.ledger is None and gen.engines.asked == []
+    assert out.ledger is None and gen.engines.calls == []
 
 
 def test_a_raising_and_a_dead_rank_are_described(Result):
@@ -62,7 +56,7 @@ def test_a_stuck_rank_without_a_store_has_no_stack(Result):
 
 def test_a_failed_signal_dump_keeps_the_stack_the_responder_sent(
         tmp_path, Result):
-    """Rank 1's process cannot be signalled (it is gone); its side thread
+    """Rank 1's process has ended (its dump never comes); its side thread
     had answered with its stack, and that stack is what is shown."""
     spec = flight.store_spec(file_path=str(tmp_path / "store"))
     ars = [Result(), Result(done=False)]
@@ -77,11 +71,13 @@ def test_a_failed_signal_dump_keeps_the_stack_the_responder_sent(
                                              "dump": {"entries": []}}
     thread = threading.Thread(target=responder, daemon=True)
     thread.start()
-    gen = outcome.Generation(Engines(), ids=[10, 11], pids=[1, gone_pid()],
-                             is_alive=lambda r: True, store=spec,
-                             tmpdir=str(tmp_path))
-    out = outcome.settle(ars, 0.1, gen)
+    (tmp_path / "stack-1.txt").touch()     # as engine.prepare opens it
+    with ended_child() as pid:
+        gen = outcome.Generation(Engines(), ids=[10, 11], pids=[1, pid],
+                                 is_alive=lambda r: True, store=spec,
+                                 dump=str(tmp_path / "stack-{}.txt"))
+        out = outcome.settle(ars, 0.1, gen)
     thread.join(timeout=10)
     assert out.pending == [1]
     assert out.stacks == {1: [("/t/cell.py", 3, "stuck")]}
-    assert gen.engines.asked[0][0] == [10]     # idle rank 0, directly
+    assert gen.engines.calls[0][1] == [10]     # idle rank 0, directly

@@ -4,11 +4,17 @@ RankError.
 
     cluster    the policy: life cycle, running, when to restart
     options    checks what a Cluster is asked for
-    engines    the ipyparallel side: controller, client, generations of
-               engines, and the ipyparallel privates used (IPP_PRIVATES)
-    placement  where engines run, one object per way: local, launcher
-    ssh        ranks placed on other hosts over ssh (the third way)
+    engines    the ipyparallel side: client, generations of engines
+    controller the ipyparallel controller, and the ipyparallel privates
+               used (IPP_PRIVATES)
+    placement  where engines run, one object per way: local, launcher,
+               a running cluster's (profile); each holds the facts that
+               differ by placement
+    ssh        ranks placed on other hosts over ssh (the fourth way)
     batch      the Slurm and MPI launchers a LauncherPlacement uses
+    forks      the fork server's handle, and the launcher that asks it
+    enginesets how engine sets are named (g<generation>-rank<r>)
+    background one launch at a time on a thread of its own
     group      turns a generation of engines into a process group
     outcome    what a run came to, gathered before a restart
     watch      bounded waits on the ranks; stacks of stuck ranks
@@ -26,7 +32,8 @@ ddpdemo.ledger, ddpdemo.flight and ddpdemo.devices (they in turn use
 only the rank side and `waiting` of this folder). Never ddpdemo.book,
 never a lesson module. The rank-side modules (engine, guard, forkserver)
 import none of the kernel side (cluster, engines, placement, ssh, batch,
-outcome, watch, magic, progress, options, group) nor ipyparallel's
+outcome, watch, magic, progress, options, group, controller, forks,
+enginesets, background) nor ipyparallel's
 client: tests/test_imports.py checks this, and that the whole package
 has no import cycle.
 

@@ -116,6 +116,12 @@ def open_mpi(mpi_cmd, _seen={}):
 LAUNCHERS = {"slurm": SlurmRanksLauncher, "mpi": MPIRanksLauncher}
 
 
+def keywords(launcher):
+    """The Cluster keyword of this launcher's own settings, if it has one:
+    ("sbatch_args",) for Slurm, ("mpiexec_args",) for MPI, else ()."""
+    return ARGS[launcher][:1] if launcher in ARGS else ()
+
+
 def launch_args(launcher, ipp_kwargs):
     """The launcher traits a Cluster's own keyword sets ({} if none),
     popped from ipp_kwargs: sbatch_args=[...] (Slurm), mpiexec_args=[...]

@@ -27,12 +27,12 @@ import time
 import weakref
 
 from .. import flight
-from . import engine, group, outcome, processes
+from . import engine, group, outcome
 from .engines import Engines
 from ..errors import HangError, RankError
 from .magic import in_ipython, register, unregister
 from .options import (check_args, check_rendezvous, check_timeout,
-                      requested_backend)
+                      placement, requested_backend)
 from .progress import Progress
 
 START_TIMEOUT = 120.0     # s; four engines on a 2-core laptop take ~10 s
@@ -56,11 +56,13 @@ class Cluster:
     "auto"). timeout: default bound, in seconds, on every `run`.
     engines: ipyparallel's engine launcher ("local", "mpi", "slurm",
     "ssh", ...), or profile: the name of a running ipyparallel cluster.
-    With engines="ssh", hosts={host: ranks} places the ranks (and
+    With engines="ssh", hosts={host: ranks} places the ranks (required;
     ssh_args=[...] goes to ssh); see ddpdemo.runtime.ssh.SSHRanks. With
     engines="slurm", sbatch_args=[...] goes to sbatch (partition, account,
     time, GPUs per task); with engines="mpi", mpiexec_args=[...] to
-    mpiexec; see ddpdemo.runtime.batch.
+    mpiexec; see ddpdemo.runtime.batch. Ranks on other hosts take
+    controller_ip= (this host's address as they see it). Any other
+    keyword, or one of another placement's, is a TypeError.
     rendezvous: "file" (local default: a FileStore in a private temporary
     directory, no listener) or "tcp" (rank 0 opens a TCPStore on port 0).
     spares: keep world_size spare engines ready (local clusters), so a
@@ -74,31 +76,32 @@ class Cluster:
                  engines="local", profile=None, rendezvous=None,
                  master_addr=None, group_timeout=None, env=None,
                  start_timeout=START_TIMEOUT, spares=True,
-                 flight_recorder=flight.DEFAULT_BUFFER, **ipp_kwargs):
+                 flight_recorder=flight.DEFAULT_BUFFER, **options):
         backend = requested_backend(backend)
         check_args(world_size, backend, timeout)
         check_timeout(start_timeout)
-        self.local = profile is None and engines == "local"
+        # Where the ranks run, and what follows from it (options.placement
+        # rejects a keyword that placement does not take).
+        self._placement = placement(world_size, engines, profile, options)
         self.world_size = world_size
         self.timeout = float(timeout)
-        self.rendezvous = check_rendezvous(rendezvous, self.local)
-        self.master_addr = master_addr or ("127.0.0.1" if self.local else None)
+        self.rendezvous = check_rendezvous(
+            rendezvous, self._placement.file_rendezvous)
+        self.master_addr = master_addr or self._placement.master_addr
         # The group's own timeout is longer than ours, so a stuck rank is
         # reported by HangError (with its stack), not torch's own error.
         self.group_timeout = group_timeout or max(300.0, 4 * self.timeout)
         self.start_timeout = start_timeout
-        self.spares = bool(spares) and self.local
+        self.spares = bool(spares) and self._placement.keeps_spares
         # Local "auto" is settled on first use of `backend` (it imports
         # torch: start() lets that overlap the engines' start); remote
         # "auto" by what the ranks see when the group forms.
         self._backend = backend
-        if backend == "nccl" and self.local:
-            group.local_backend(backend, world_size)    # enough GPUs?
+        if backend == "nccl":
+            self._placement.backend(backend, world_size)    # enough GPUs?
         # The recorder's size must be in the environment before torch
         # starts (spares import it early); the keyword wins over env=.
         self._env = dict(env or {}, **flight.env(flight_recorder))
-        self._engines_args = dict(launcher=engines, profile=profile,
-                                  env=self._env, ipp_kwargs=ipp_kwargs)
         self._flight = None     # how to reach the group's store
         self._engines = self._tmp = None
         self._ids, self._pids = [], []
@@ -111,8 +114,8 @@ class Cluster:
     @property
     def backend(self):
         """"gloo" or "nccl" ("auto" only for remote ranks not yet seen)."""
-        if self._backend == "auto" and self.local:
-            self._backend = group.local_backend("auto", self.world_size)
+        if self._backend == "auto":
+            self._backend = self._placement.backend("auto", self.world_size)
         return self._backend
 
     def __repr__(self):
@@ -169,13 +172,13 @@ class Cluster:
         progress = Progress(f"Starting {self.world_size} ranks")
         try:
             self._engines = Engines(self.world_size, self._tmp,
-                                    **self._engines_args).start()
+                                    self._placement, self._env).start()
             self.backend    # import torch here while the engines start
             # ... and torch.distributed, which the first hang report needs
             # to reach the group's store (about 3 s of CPU on a loaded
             # 2-core machine: it once made a 4-rank hang take 6 s).
             import torch.distributed  # noqa: F401
-            if self._engines.can_restart:
+            if self._placement.can_restart:
                 self._launch(self._generation)
             self._form_group(progress)
             self._launch_due_spares()
@@ -201,7 +204,7 @@ class Cluster:
 
     def reset(self):
         """Restart every engine and form a new group. Bounded."""
-        if self._engines is None or not self._engines.can_restart:
+        if self._engines is None or not self._placement.can_restart:
             raise RuntimeError("this cluster's engines were not started by "
                                "it (profile=...), so it cannot restart them")
         self._begin_restart()
@@ -213,16 +216,14 @@ class Cluster:
         register (`background`: nor for the launch itself). Local ones are
         forked from a server that imported torch once: a spare is then
         ready to form a group at once (ddpdemo.runtime.forkserver)."""
-        launch = (self._engines.launch_in_background if background
-                  else self._engines.launch)
-        launch(generation, preload=("torch",) if self.local else ())
+        self._engines.launch(generation, self._placement.preload, background)
         self._launched = generation
 
     def _begin_restart(self):
         """Kill this generation's engines; the next generation (the
         spares, or engines launched now without waiting for them, which
         start while the reader reads the error) forms the next group."""
-        if not self._engines.can_restart:   # profile=...: not ours
+        if not self._placement.can_restart:   # profile=...: not ours
             self._state = State.BROKEN
             return
         self._engines.kill(self._pids, self._generation)
@@ -249,8 +250,7 @@ class Cluster:
         progress.update(f"forming the {self.backend} group")
         formed = group.form(
             self._engines, ids, self.backend, self._env, self.group_timeout,
-            dump=(os.path.join(self._tmp, "stack-{}.txt") if self.local
-                  else None),
+            dump=self._placement.stack_dumps(self._tmp),
             file_path=(os.path.join(self._tmp, f"store-{self._generation}")
                        if self.rendezvous == "file" else None),
             master_addr=self.master_addr)
@@ -270,7 +270,7 @@ class Cluster:
         takes about 0.1 s (a fork per rank, ipyparallel's bookkeeping):
         after a restart it runs on a thread of its own once the first
         run's tasks are on the ranks, so the run that recovers does not
-        wait for it (Engines.launch_in_background)."""
+        wait for it (Engines.launch(background=True))."""
         if self._spares_due:
             self._spares_due = False
             self._launch(self._generation + 1, background=True)
@@ -336,7 +336,8 @@ class Cluster:
         self._launch_due_spares()
         out = outcome.settle(ars, timeout, outcome.Generation(
             self._engines, self._ids, self._pids, self._is_alive,
-            store=self._flight, tmpdir=self._tmp if self.local else None))
+            store=self._flight,
+            dump=self._placement.stack_dumps(self._tmp)))
         if out.errors:
             if out.pending or out.dead:
                 self._begin_restart()
@@ -361,11 +362,10 @@ class Cluster:
         return Ledger(self.world_size, dict(enumerate(records)))
 
     def _is_alive(self, rank):
-        """A local rank's process is looked at; a remote one is alive
-        while its engine is registered (the controller's heartbeat)."""
-        if self.local:
-            return processes.alive(self._pids[rank])
-        return self._engines.registered(self._ids[rank])
+        """As the placement can tell: a local rank's process is looked
+        at; a remote one is alive while its engine is registered."""
+        return self._placement.alive(self._engines, self._ids[rank],
+                                     self._pids[rank])
 
 
 @atexit.register

@@ -1,8 +1,12 @@
 """What a Cluster may be asked for, checked before anything starts: a
-mistyped world size or backend fails at once, with the accepted values,
-not half-way through starting engines. Chapter 0 (`ddpdemo.Cluster`).
+mistyped world size, backend or keyword fails at once, with the accepted
+values, not half-way through starting engines. Chapter 0
+(`ddpdemo.Cluster`).
 """
 import os
+
+from .placement import LauncherPlacement, LocalPlacement, ProfilePlacement
+from .ssh import SSHRanks
 
 BACKENDS = ("auto", "gloo", "nccl")
 BACKEND_VARIABLE = "DDPDEMO_BACKEND"   # what backend="auto" means, if set
@@ -45,3 +49,38 @@ def check_rendezvous(rendezvous, local):
         raise ValueError("rendezvous='file' needs all ranks on this "
                          "machine; use 'tcp' with remote engines")
     return rendezvous or ("file" if local else "tcp")
+
+
+def reject_unknown(options, known, where):
+    """TypeError naming every keyword in `options` not in `known`, and
+    the placement it was given to: a misspelling, or an option of
+    another placement, would otherwise be dropped without a word."""
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(
+            f"Cluster() got unexpected keyword argument(s) "
+            f"{', '.join(unknown)} for {where} (which takes "
+            f"{', '.join(known) if known else 'none of its own'})")
+
+
+def placement(world_size, engines="local", profile=None, options=None):
+    """The placement (ddpdemo.runtime.placement) that a Cluster's keywords
+    ask for; `options`: the keywords Cluster does not take itself
+    (hosts=, ssh_args=, sbatch_args=, mpiexec_args=, controller_ip=)."""
+    options = dict(options or {})
+    if profile is not None:
+        reject_unknown(options, ProfilePlacement.OPTIONS,
+                       f"profile={profile!r}")
+        return ProfilePlacement(profile)
+    if engines == "local":
+        reject_unknown(options, LocalPlacement.OPTIONS, "engines='local'")
+        return LocalPlacement(world_size)
+    if engines == "ssh":
+        reject_unknown(options, SSHRanks.OPTIONS, "engines='ssh'")
+        if "hosts" not in options:
+            raise TypeError("engines='ssh' needs hosts={host: ranks there}, "
+                            "e.g. hosts={'node1': 2, 'node2': 2}")
+        return SSHRanks(world_size, **options)
+    reject_unknown(options, LauncherPlacement.options(engines),
+                   f"engines={engines!r}")
+    return LauncherPlacement(world_size, engines, options)

@@ -6,7 +6,6 @@ this module only gathers the facts, and it gathers them before anything
 is restarted, because a restart kills the ranks that hold them.
 """
 import dataclasses
-import os
 import signal
 
 from .. import flight
@@ -32,11 +31,11 @@ class Generation:
     pids: list              # process id of each rank, by rank
     is_alive: object        # is_alive(rank): its process still runs
     store: tuple = None     # flight.store_spec of the group's store
-    tmpdir: str = None      # local clusters: where each engine's
-                            # faulthandler writes its stack on SIGUSR1
+    dump: str = None        # where rank {}'s faulthandler writes its stack
+                            # on SIGUSR1 (the placement's stack_dumps)
 
     def dump_path(self, rank):
-        return os.path.join(self.tmpdir, f"stack-{rank}.txt")
+        return self.dump.format(rank)
 
 
 def settle(ars, timeout, gen):
@@ -65,7 +64,7 @@ def settle(ars, timeout, gen):
     # rank's ledger is asked for (stuck ones answer through the store, with
     # their own stack), then the signalled dumps are read.
     signalled = {}
-    if gen.tmpdir is not None and hasattr(signal, "SIGUSR1"):
+    if gen.dump is not None and hasattr(signal, "SIGUSR1"):
         signalled = watch.signal_dumps(
             {r: (gen.pids[r], gen.dump_path(r)) for r in pending})
     dumps = {}

@@ -16,6 +16,9 @@ import sys
 from ipyparallel.cluster.launcher import (SSHEngineLauncher,
                                           SSHEngineSetLauncher)
 
+from . import enginesets
+from .placement import _Remote
+
 
 class QuickSSHEngineLauncher(SSHEngineLauncher):
     """ipyparallel's SSH engine launcher, started in one ssh round trip.
@@ -61,7 +64,7 @@ class QuickSSHEngineSetLauncher(SSHEngineSetLauncher):
     launcher_class = QuickSSHEngineLauncher
 
 
-class SSHRanks:
+class SSHRanks(_Remote):
     """Ranks on hosts reached by ssh (`engines="ssh"`), a placement of
     ddpdemo.runtime.placement's interface: one engine set
     per rank, each of one engine started on its host by ipyparallel's SSH
@@ -71,7 +74,8 @@ class SSHRanks:
     hosts: {host: ranks there}, in rank order, spelled as ipyparallel's
     `SSHEngineSetLauncher.engines` spells them ("host", "user@host:port",
     or an alias from the ssh config that `ssh_args=["-F", path]` names).
-    ssh_args: given to every ssh. Each host gets a directory named after
+    ssh_args: given to every ssh. controller_ip: this host's address as
+    the ranks see it. Each host gets a directory named after
     this cluster's own, <its path>-<host> (/tmp/ddpdemo-...-<host>
     unless TMPDIR says otherwise), for the engines' logs;
     killing and stopping take one ssh per host. The engines run this
@@ -83,34 +87,40 @@ class SSHRanks:
     """
 
     SSH_TIMEOUT = 15.0   # s; one ssh command (a start, a kill)
+    OPTIONS = ("hosts", "ssh_args", "controller_ip")
     engine_set_launcher = QuickSSHEngineSetLauncher
-    controller_kwargs = {}
-    local = False
     owns_controller = True   # the controller is local: kill its tree
 
-    def __init__(self, world_size, tmpdir, hosts, ssh_args=()):
+    def __init__(self, world_size, hosts, ssh_args=(), controller_ip=None):
         if sum(hosts.values()) != world_size:
             raise ValueError(f"hosts={hosts!r} hold {sum(hosts.values())} "
                              f"ranks, but world_size={world_size}")
+        self.hosts = dict(hosts)
         self.slots = [(host, local_rank) for host, n in hosts.items()
                       for local_rank in range(n)]
         self.ssh_args = list(ssh_args)
-        self.remote_dirs = {
-            host: tmpdir.rstrip("/") + "-" + re.sub(r"[^\w.-]", "_", host)
-            for host in hosts}
+        self.controller_kwargs = ({"controller_ip": controller_ip}
+                                  if controller_ip else {})
+        self.remote_dirs = {}
 
-    def launch(self, ipp_cluster, generation, env, args, preload=()):
+    def start(self, engines):
+        """Name each host's directory after the cluster's own."""
+        self.remote_dirs = {
+            host: engines.tmpdir.rstrip("/") + "-" + re.sub(r"[^\w.-]", "_",
+                                                            host)
+            for host in self.hosts}
+
+    def launch(self, engines, generation, env, preload=()):
         """One engine set of one engine per rank, each on its host."""
         world_size = len(self.slots)
         for rank, (host, local_rank) in enumerate(self.slots):
-            ipp_cluster.start_engines_sync(
-                1, engine_set_id=f"g{generation}-rank{rank}",
-                environment=dict(env, RANK=str(rank),
-                                 LOCAL_RANK=str(local_rank),
-                                 WORLD_SIZE=str(world_size)),
+            engines.start_engines(
+                1, enginesets.name(generation, rank),
+                dict(env, RANK=str(rank), LOCAL_RANK=str(local_rank),
+                     WORLD_SIZE=str(world_size)),
                 engines={host: 1}, ssh_args=self.ssh_args,
                 remote_python=sys.executable,
-                remote_profile_dir=self.remote_dirs[host], **args)
+                remote_profile_dir=self.remote_dirs[host])
 
     def _ssh(self, host, command):
         """Run a shell command on `host` (spelled as in `hosts`)."""
@@ -123,7 +133,7 @@ class SSHRanks:
         except subprocess.TimeoutExpired:
             pass
 
-    def kill(self, engines, pids, generation=None):
+    def kill(self, engines, pids, generation):
         """SIGKILL a generation's engines (their pids belong to other
         hosts: found from their launchers), and forget them."""
         self.kill_sets(engines.forget(generation))
