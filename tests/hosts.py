@@ -27,9 +27,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import psutil
+
+from ddpdemo.runtime import processes, waiting
 
 PREFIX = "ddpdemo-mh"          # namespaces and directories we own
 # A private /30 inside our own namespaces: it exists nowhere else, so it
@@ -93,7 +94,6 @@ def leftovers(namespaces, keep=(), wait=10.0):
     to go: {host: [command lines]}. A zombie is not running (the runtime's
     one meaning of alive, ddpdemo.runtime.processes.alive). What the
     two-host, Slurm and MPI tests all check after a stop."""
-    from ddpdemo.runtime import processes, waiting
     keep = set(keep) | {os.getpid()}
 
     def found():
@@ -114,11 +114,8 @@ def leftovers(namespaces, keep=(), wait=10.0):
 
 def _kill_namespace(name):
     """SIGKILL everything in a namespace (bounded), then delete it."""
-    deadline = time.monotonic() + STEP_TIMEOUT
-    while time.monotonic() < deadline:
+    def emptied():
         pids = [p for p in namespace_pids(name) if p != os.getpid()]
-        if not pids:
-            break
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -126,6 +123,9 @@ def _kill_namespace(name):
                 pass
         psutil.wait_procs([psutil.Process(p) for p in pids
                            if psutil.pid_exists(p)], timeout=1)
+        return not pids
+
+    waiting.until(emptied, STEP_TIMEOUT, every=0)
     _sh("ip", "netns", "del", name, check=False)
 
 
@@ -310,21 +310,23 @@ class TwoHosts:
     def _wait_for_ssh(self, host):
         """Until sshd on `host` answers from the other host (bounded)."""
         other = "b" if host == "a" else "a"
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            done = subprocess.run(
+        last = {}
+
+        def answers():
+            last["done"] = done = subprocess.run(
                 ["ip", "netns", "exec", self.namespaces[other],
                  *self.ssh_command(host), "hostname"],
                 capture_output=True, text=True, timeout=START_TIMEOUT)
             if done.stdout.strip() == self.hostnames[host]:
-                return
+                return True
             if self._sshd[host].poll() is not None:
                 raise RuntimeError(f"sshd on host {host} exited "
                                    f"({self._sshd[host].returncode})")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"sshd on host {host} did not answer: "
-                                   f"{done.stderr.strip()}")
-            time.sleep(0.05)
+            return False
+
+        if not waiting.until(answers, START_TIMEOUT, every=0.05):
+            raise TimeoutError(f"sshd on host {host} did not answer: "
+                               f"{last['done'].stderr.strip()}")
 
     def sshd_pids(self):
         """Pids of the listening sshd of each host."""

@@ -28,6 +28,8 @@ import shutil
 import subprocess
 import time
 
+from ddpdemo.runtime import waiting
+
 import hosts as hostlib
 
 DAEMONS = {"munged": "/usr/sbin/munged", "slurmctld": "/usr/sbin/slurmctld",
@@ -105,12 +107,12 @@ class Slurm:
             f"--pid-file={self.dir}/munged.pid",
             f"--log-file={self.dir}/munged.log",
             f"--seed-file={self.dir}/munged.seed"])
-        deadline = time.monotonic() + START_TIMEOUT
-        while not os.path.exists(self.socket):
+        def opened():
             self._check_alive()
-            if time.monotonic() > deadline:
-                raise TimeoutError("munged did not open its socket")
-            time.sleep(0.05)
+            return os.path.exists(self.socket)
+
+        if not waiting.until(opened, START_TIMEOUT, every=0.05):
+            raise TimeoutError("munged did not open its socket")
 
     def _configure(self):
         d = self.dir
@@ -194,22 +196,22 @@ class Slurm:
 
     def _wait_idle(self):
         """Until both nodes have registered and are idle (bounded)."""
-        deadline = time.monotonic() + START_TIMEOUT
-        states = ""
-        while True:
+        seen = {"states": ""}
+
+        def idle():
             self._check_alive()
             try:
-                states = self.run("sinfo", "-h", "-N", "-o", "%N %t")
+                seen["states"] = self.run("sinfo", "-h", "-N", "-o", "%N %t")
             except (RuntimeError, subprocess.TimeoutExpired) as exc:
-                states = str(exc)
-            idle = {line.split()[0] for line in states.splitlines()
-                    if line.split()[1:] == ["idle"]}
-            if idle == set(self.nodes.values()):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"Slurm's nodes are not idle: {states}\n"
-                                   + self.log_tail("slurmctld"))
-            time.sleep(0.1)
+                seen["states"] = str(exc)
+            return {line.split()[0] for line in seen["states"].splitlines()
+                    if line.split()[1:] == ["idle"]} == set(
+                        self.nodes.values())
+
+        if not waiting.until(idle, START_TIMEOUT, every=0.1):
+            raise TimeoutError(f"Slurm's nodes are not idle: "
+                               f"{seen['states']}\n"
+                               + self.log_tail("slurmctld"))
 
     def jobs(self):
         """Job ids squeue lists (pending or running)."""
@@ -256,11 +258,10 @@ if __name__ == "__main__":
     slurm = Slurm(made).start()
     slurm.run("sbatch", f"--output={made.tmp}/job.out", "--wrap",
               "sleep 300")
-    deadline = time.monotonic() + START_TIMEOUT
-    while not slurm.run("squeue", "-h", "-t", "R", "-o", "%i").split():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the job did not start")
-        time.sleep(0.1)
+    if not waiting.until(
+            lambda: slurm.run("squeue", "-h", "-t", "R", "-o", "%i").split(),
+            START_TIMEOUT, every=0.1):
+        raise TimeoutError("the job did not start")
     print(json.dumps({"namespaces": list(made.namespaces.values()),
                       "tmp": made.tmp, "jobs": slurm.jobs()}), flush=True)
     time.sleep(START_TIMEOUT)   # until killed; close() never runs

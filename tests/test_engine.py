@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from ddpdemo import devices
 from ddpdemo.runtime import engine
 
 
@@ -65,8 +66,7 @@ def test_prepare_sets_the_rank_environment_and_arms_a_dump(tmp_path,
     facts = engine.prepare(1, 0, 2, {"DDPDEMO_TEST": 7}, str(dump))
     try:
         assert facts["pid"] == os.getpid() and facts["rank"] == 1
-        assert facts["gpus"] == (torch.cuda.device_count()
-                                 if torch.cuda.is_available() else 0)
+        assert facts["gpus"] == devices.gpu_count()    # what "auto" reads
         assert (os.environ["RANK"], os.environ["LOCAL_RANK"],
                 os.environ["WORLD_SIZE"]) == ("1", "0", "2")
         assert os.environ["DDPDEMO_TEST"] == "7"

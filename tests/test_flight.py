@@ -12,13 +12,6 @@ import pytest
 from ddpdemo import flight
 
 
-class Result:
-    """An AsyncResult stand-in: its data channel is a dict."""
-
-    def __init__(self):
-        self.data = {}
-
-
 def test_the_size_goes_in_the_environment_and_is_read_back():
     env = flight.env(500)
     assert flight.buffer_size(env) == 500
@@ -46,7 +39,8 @@ def respond(spec, ars, rank, answer):
     return thread
 
 
-def test_stuck_ranks_answer_through_the_store_idle_ones_directly(tmp_path):
+def test_stuck_ranks_answer_through_the_store_idle_ones_directly(
+        tmp_path, Result):
     spec = flight.store_spec(file_path=str(tmp_path / "store"))
     ars = [Result(), Result(), Result()]
     thread = respond(spec, ars, 0, {"rank": 0, "dump": {}, "stack": "S0"})
@@ -62,7 +56,7 @@ def test_stuck_ranks_answer_through_the_store_idle_ones_directly(tmp_path):
 
 
 def test_a_stuck_rank_that_does_not_answer_is_none_within_the_bound(
-        tmp_path):
+        tmp_path, Result):
     spec = flight.store_spec(file_path=str(tmp_path / "store"))
     ars = [Result(), Result()]
     records = flight.collect(spec, ars, pending=[0, 1], timeout=0.2,
@@ -70,7 +64,7 @@ def test_a_stuck_rank_that_does_not_answer_is_none_within_the_bound(
     assert records == {0: None, 1: None}
 
 
-def test_a_stuck_rank_that_dies_is_not_waited_for(tmp_path):
+def test_a_stuck_rank_that_dies_is_not_waited_for(tmp_path, Result):
     # A stack dump can kill a stuck rank (CPython 3.11's faulthandler):
     # its responder died with it, so waiting the whole bound for it would
     # add seconds to the hang report.
@@ -78,10 +72,13 @@ def test_a_stuck_rank_that_dies_is_not_waited_for(tmp_path):
     ars = [Result(), Result()]
     thread = respond(spec, ars, 0, {"rank": 0, "dump": {}, "stack": "S0"})
     start = time.monotonic()
-    records = flight.collect(spec, ars, pending=[0, 1], timeout=5.0,
+    bound = 120.0
+    records = flight.collect(spec, ars, pending=[0, 1], timeout=bound,
                              ask=lambda ranks: [],
                              is_alive=lambda rank: rank != 1)
     took = time.monotonic() - start
     thread.join(timeout=10)
     assert records == {0: {"rank": 0, "dump": {}}, 1: None}
-    assert took < 2.0
+    # Waiting for the dead rank would take the whole bound; it returns
+    # once rank 0 has answered, long before.
+    assert took < bound / 2

@@ -36,7 +36,8 @@ def test_hang_in_a_cell_is_bounded_and_names_the_line(shell_and_cluster):
     with pytest.raises(ddpdemo.HangError) as info:
         shell.run_cell_magic("ranks", "--timeout 2",
                              "if rank == 0:\n    dist.barrier()")
-    assert time.monotonic() - start < 2 + 3
+    # The cell's own --timeout, not the cluster's (20 s), bounded it.
+    assert 2 <= time.monotonic() - start < cluster.timeout
     assert info.value.ranks == [0]
     assert '"<%%ranks cell>", line 2' in str(info.value)
     assert "dist.barrier()" in str(info.value)

@@ -1,6 +1,7 @@
 """ddpdemo.runtime.watch: bounded waits on the ranks, output in rank order, one
 line per failure, and a stuck process's stack read from a real dump.
 Results are stand-ins with ipyparallel's AsyncResult methods."""
+import os
 import subprocess
 import sys
 import time
@@ -10,11 +11,17 @@ import pytest
 from ddpdemo.runtime import engine, processes, waiting, watch
 
 
+# No upper bound in seconds below (a loaded 2-core machine breaks them):
+# each wait is given a long timeout, and the test checks it returned
+# well before it, or after what it had to wait for.
+LONG = 120.0
+
+
 def test_wait_returns_at_once_when_every_rank_is_done(Result):
     start = time.monotonic()
-    assert watch.wait([Result(), Result()], 10, lambda r: True) == (
+    assert watch.wait([Result(), Result()], LONG, lambda r: True) == (
         [], [], [])
-    assert time.monotonic() - start < 1
+    assert time.monotonic() - start < LONG / 2
 
 
 def test_wait_gives_up_at_the_timeout_naming_the_pending_rank(Result):
@@ -22,25 +29,25 @@ def test_wait_gives_up_at_the_timeout_naming_the_pending_rank(Result):
     pending, failed, dead = watch.wait([Result(), Result(done=False)], 0.3,
                                        lambda r: True)
     assert (pending, failed, dead) == ([1], [], [])
-    assert 0.3 <= time.monotonic() - start < 0.3 + 1
+    assert time.monotonic() - start >= 0.3
 
 
 def test_after_a_failure_the_rest_get_only_the_grace(Result):
     start = time.monotonic()
     pending, failed, _ = watch.wait(
-        [Result(error=ValueError("x")), Result(done=False)], 60,
+        [Result(error=ValueError("x")), Result(done=False)], LONG,
         lambda r: True)
     assert (pending, failed) == ([1], [0])
-    assert time.monotonic() - start < watch.FAILURE_GRACE + 2
+    assert watch.FAILURE_GRACE <= time.monotonic() - start < LONG / 2
 
 
 def test_a_dead_rank_is_not_waited_for(Result):
     start = time.monotonic()
-    pending, failed, dead = watch.wait([Result(done=False)] * 2, 60,
+    pending, failed, dead = watch.wait([Result(done=False)] * 2, LONG,
                                        lambda r: r == 0)
     assert (pending, dead) == ([0], [1])
     # The live rank gets the grace after the death, not the timeout.
-    assert time.monotonic() - start < watch.FAILURE_GRACE + 2
+    assert watch.FAILURE_GRACE <= time.monotonic() - start < LONG / 2
 
 
 def test_echo_output_prefixes_ranks_in_rank_order(capsys, Result):
@@ -132,11 +139,17 @@ def test_a_dump_its_process_died_in_counts_as_no_dump_at_once(tmp_path):
         took = time.monotonic() - start
     finally:
         proc.wait(timeout=10)
+    # The same file from a live process: waited for until it has been
+    # still for QUIET polls (the baseline, measured here, under the same
+    # load).
+    start = time.monotonic()
+    assert watch.read_dumps({0: (str(path), 0, os.getpid())}) == {0: []}
+    still = time.monotonic() - start
     # None, not []: [] would say "had not started this code yet", and
     # outcome.settle keeps the responder's stack only for None.
     assert got == {0: None}
-    # Not waited for as a still file would be (QUIET polls).
-    assert took < watch.QUIET * watch.DUMP_POLL / 2
+    # Not waited for as a still file would be.
+    assert took < still
 
 
 def test_a_dead_process_keeps_the_reader_frames_it_wrote(tmp_path):

@@ -1,6 +1,8 @@
 """ddpdemo.book.zhsearch on its own (the browser test in test_site.py
 types words into the built site): Chinese cut into pairs, and a run that
 inline markup interrupts still indexed whole."""
+from types import SimpleNamespace
+
 from docutils import nodes
 from sphinx.search import IndexBuilder
 
@@ -25,9 +27,17 @@ def test_block_terms_join_inline_markup():
     assert terms.count("的屏") == 1                # the paragraph once
 
 
-def test_the_sphinx_private_it_wraps_is_there():
-    # zhsearch wraps IndexBuilder._word_collector; a Sphinx without it
-    # would silently lose the pairs across inline markup.
-    assert callable(zhsearch._word_collector)
-    assert zhsearch._word_collector.__name__ == "_word_collector"
+def test_the_wrapped_collector_adds_the_pairs_sphinx_misses():
+    # zhsearch wraps Sphinx's private IndexBuilder._word_collector; a
+    # Sphinx without it, or one whose collector works differently, would
+    # silently lose the pairs across inline markup.
     assert hasattr(IndexBuilder, "_word_collector")
+    para = nodes.paragraph("", "", nodes.Text("只有进入的"),
+                           nodes.reference("", "屏障"))
+    doc = nodes.document(None, None)
+    doc += para
+    indexer = SimpleNamespace(lang=zhsearch.SearchChineseRuns({}))
+    sphinxs = zhsearch._word_collector(indexer, doc).words
+    ours = zhsearch._with_block_terms(indexer, doc).words
+    assert "屏障" in sphinxs and "的屏" not in sphinxs   # cut at the link
+    assert ours[:len(sphinxs)] == sphinxs and "的屏" in ours
