@@ -49,7 +49,7 @@ HEARTBEAT_MS = 250        # ipyparallel's default 3 s beat slows start-up
 HEARTBEAT_NOTICE_S = 12 * HEARTBEAT_MS / 1000
 
 
-class _Remote:
+class RemotePlacement:
     """What every placement whose ranks may be on other hosts shares:
     their pids mean nothing here, a dead engine is noticed by the
     controller's heartbeat, and the rendezvous is over TCP."""
@@ -152,7 +152,7 @@ class LocalPlacement:
             lambda: getattr(launcher.process, "exit_code", None), wait)
 
 
-class LauncherPlacement(_Remote):
+class LauncherPlacement(RemotePlacement):
     """Engines started by one of ipyparallel's engine launchers ("mpi",
     "slurm", ...), one set of world_size per generation. No guard: this
     kernel's pid means nothing on another host; remote engines end when
@@ -207,7 +207,7 @@ class LauncherPlacement(_Remote):
         self.kill(engines, (), None)
 
 
-class ProfilePlacement(_Remote):
+class ProfilePlacement(RemotePlacement):
     """The engines of a running ipyparallel cluster (`profile=`), started
     by someone else: used as they are, never launched, killed or stopped
     by us (a hang there is reported, not recovered)."""

@@ -17,7 +17,7 @@ from ipyparallel.cluster.launcher import (SSHEngineLauncher,
                                           SSHEngineSetLauncher)
 
 from . import enginesets
-from .placement import _Remote
+from .placement import RemotePlacement
 
 
 class QuickSSHEngineLauncher(SSHEngineLauncher):
@@ -64,7 +64,7 @@ class QuickSSHEngineSetLauncher(SSHEngineSetLauncher):
     launcher_class = QuickSSHEngineLauncher
 
 
-class SSHRanks(_Remote):
+class SSHRanks(RemotePlacement):
     """Ranks on hosts reached by ssh (`engines="ssh"`), a placement of
     ddpdemo.runtime.placement's interface: one engine set
     per rank, each of one engine started on its host by ipyparallel's SSH
