@@ -22,7 +22,14 @@ import time
 import torch
 import torch.distributed as dist
 
-from .devices import gpu_count, loopback_interface, nccl_device
+from .runtime.devices import gpu_count, loopback_interface, nccl_device
+
+# What torchrun sets that tells a rank where it runs (the agent's
+# worker_env in torch/distributed/elastic/agent/server/
+# local_elastic_agent.py); the others (MASTER_ADDR, TORCHELASTIC_*, ...)
+# are the rendezvous's business. Chapter 4 (ddpdemo.nodes) plays them.
+VARIABLES = ("RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE",
+             "WORLD_SIZE")
 
 
 def local_rank(argv=None):

@@ -26,10 +26,10 @@ import tempfile
 import time
 import weakref
 
-from .. import flight
+from . import flight
 from . import engine, group, outcome, processes
 from .engines import Engines
-from ..errors import HangError, RankError
+from .errors import HangError, RankError
 from .magic import in_ipython, register, unregister
 from .options import (check_args, check_rendezvous, check_timeout,
                       requested_backend)
@@ -355,7 +355,7 @@ class Cluster:
         """Every rank's Flight Recorder ledger, side by side, with the
         first divergence (chapter 5). Between runs the ranks answer on
         their main thread, so the ledger shows call sites too."""
-        from ..ledger import Ledger
+        from .ledger import Ledger
         self._ensure_ready()
         records = self._engines.call_each(self._ids, flight.record)
         return Ledger(self.world_size, dict(enumerate(records)))

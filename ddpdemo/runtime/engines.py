@@ -149,7 +149,7 @@ class Engines:
         env = {"OMP_NUM_THREADS": "1", "PYTHONPATH": processes.pythonpath(),
                "IPP_NONINTERACTIVE": "1"}
         if self.local:
-            from ..devices import loopback_interface
+            from .devices import loopback_interface
             env["GLOO_SOCKET_IFNAME"] = loopback_interface()
         env.update(self._env)
         return env

@@ -7,7 +7,7 @@ in order; the backend for local ranks is chosen here too.
 """
 import collections
 
-from .. import flight
+from . import flight
 from . import engine
 
 
@@ -66,7 +66,7 @@ def local_backend(backend, world_size):
     per rank, else "gloo"; ValueError if "nccl" is asked without them."""
     if backend == "gloo":
         return backend
-    from ..devices import gpu_count
+    from .devices import gpu_count
     gpus = gpu_count()
     if backend == "nccl" and gpus < world_size:
         raise ValueError(f"backend='nccl' needs one GPU per rank: "

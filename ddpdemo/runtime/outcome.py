@@ -9,8 +9,8 @@ import dataclasses
 import os
 import signal
 
-from .. import flight
-from ..ledger import Ledger
+from . import flight
+from .ledger import Ledger
 from . import processes, watch
 
 

@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 
-from ..errors import parse_stack
+from .errors import parse_stack
 from . import processes, waiting
 
 FAILURE_GRACE = 1.0   # s; after one rank fails, how long the rest get
