@@ -8,7 +8,15 @@ field names are the dump's own (`collective_seq_id`, `profiling_name`,
 `torch/distributed/flight_recorder/components/types.py`; like it, we match
 collectives across ranks by `collective_seq_id` within one process group.
 Introduced in chapter 5, "Diagnosis 4: the Flight Recorder".
+
+What the comparison finds is data (`Finding`: a kind, a collective
+number, ranks, ops), which the report's English (`Finding.sentence`,
+here) and the Chinese site's figures (ddpdemo/book/static/zhfigures.js)
+each render in one place; RankError and the diagnosis exercises read the
+data, never the sentence.
 """
+import collections
+import dataclasses
 import os
 
 from . import flight
@@ -53,12 +61,108 @@ def entries(dump, group="default_pg"):
     return sorted(out, key=lambda e: e["seq"])
 
 
+# What the ranks that called one collective number called there.
+Called = collections.namedtuple("Called", "op what ranks")
+# Where a rank that never called it stopped: its last number and op (0
+# and "" when it recorded none).
+Stopped = collections.namedtuple("Stopped", "rank seq op")
+# One call site that a collective number joined, and on which ranks.
+Site = collections.namedtuple("Site", "site ranks")
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """What comparing the ranks' ledgers found, as data. `kind`:
+
+        off         the Flight Recorder is off on `ranks`
+        unanswered  no rank answered
+        disagree    at collective `seq` the ranks called different `ops`
+        missing     `ops[0].ranks` reached `seq`, which `ranks` never
+                    called; `stopped` says where each of them stopped
+        dead        `ranks` died; the others reached `seq` (`ops[0]`)
+                    and agree up to it
+        silent      `ranks` did not answer; the others agree up to `seq`
+        empty       no collectives recorded yet
+        agree       every rank recorded `first` to `seq` alike; `sites`:
+                    the call sites that number `site_seq` paired, where
+                    they differ
+    """
+    kind: str
+    seq: int = 0
+    ranks: tuple = ()
+    ops: tuple = ()          # Called, at seq
+    stopped: tuple = ()      # Stopped, one per rank in `ranks` (missing)
+    first: int = 0
+    site_seq: int = 0
+    sites: tuple = ()        # Site, at site_seq
+
+    # The kinds that name where the ranks part (a dead rank does too,
+    # whatever the kind: Ledger.diverged).
+    DIVERGED = frozenset({"disagree", "missing", "dead", "silent"})
+
+    @property
+    def diverged(self):
+        return self.kind in self.DIVERGED
+
+    def data(self):
+        """The finding as plain JSON data (what a figure carries): the
+        named tuples become objects."""
+        def plain(value):
+            if hasattr(value, "_asdict"):
+                return {k: plain(v) for k, v in value._asdict().items()}
+            if isinstance(value, (tuple, list)):
+                return [plain(v) for v in value]
+            return value
+        return {f.name: plain(getattr(self, f.name))
+                for f in dataclasses.fields(self)}
+
+    def sentence(self):
+        """The finding in English: the one place the report's sentence is
+        written (lower case; the report capitalises it)."""
+        k = self.kind
+        if k == "off":
+            return (f"the Flight Recorder is off on {ranks_text(self.ranks)} "
+                    f"(buffer size 0), so no collectives were recorded "
+                    f"and there is no ledger to compare.")
+        if k == "unanswered":
+            return "no rank answered, so there is no ledger to compare."
+        if k == "disagree":
+            parts = [f"{c.op}{' ' + c.what if c.what else ''} "
+                     f"on {ranks_text(c.ranks)}" for c in self.ops]
+            return (f"the ranks disagree at collective #{self.seq}: "
+                    + ", ".join(parts) + ".")
+        if k == "missing":
+            before = "; ".join(
+                f"rank {s.rank} stopped at #{s.seq} ({s.op})" if s.seq
+                else f"rank {s.rank} recorded none" for s in self.stopped)
+            reached = self.ops[0]
+            return (f"{ranks_text(reached.ranks)} reached collective "
+                    f"#{self.seq} ({reached.op}), which "
+                    f"{ranks_text(self.ranks)} never called: {before}.")
+        if k == "dead":
+            return (f"{ranks_text(self.ranks)} died, and its ledger with "
+                    f"it; the others all reached collective #{self.seq} "
+                    f"({self.ops[0].op}) and agree up to it.")
+        if k == "silent":
+            return (f"{ranks_text(self.ranks)} did not answer; the others "
+                    f"agree up to collective #{self.seq}.")
+        if k == "empty":
+            return "no collectives recorded yet."
+        sites = "" if not self.sites else (
+            f" But #{self.site_seq} paired different call sites: "
+            + ", ".join(f"{s.site} on {ranks_text(s.ranks)}"
+                        for s in self.sites) + ".")
+        return (f"no divergence: every rank recorded the same collectives, "
+                f"#{self.first} to #{self.seq}, in the same order." + sites)
+
+
 class Ledger:
     """Every rank's recorded collectives and the first divergence.
 
     records: {rank: what `flight.record` returned, or None (no answer)};
     dead: ranks whose process is gone. `str(ledger)` is the side-by-side
-    view and the sentence; `.divergence` is the sentence alone.
+    view and the sentence; `.finding` is what the comparison found, as
+    data, and `.divergence` its sentence.
     """
 
     def __init__(self, world_size, records, dead=()):
@@ -73,17 +177,16 @@ class Ledger:
         self.by_rank = {r: entries(rec["dump"])
                         for r, rec in self.records.items()
                         if rec is not None and r not in self.off}
-        self.divergence = self._diverge()
+        self.finding = self._compare()
+        self.divergence = self.finding.sentence()
 
-    # -- the sentence ---------------------------------------------------
-    def _diverge(self):
+    # -- the finding ------------------------------------------------------
+    def _compare(self):
         if self.off:
-            return (f"the Flight Recorder is off on {ranks_text(self.off)} "
-                    f"(buffer size 0), so no collectives were recorded "
-                    f"and there is no ledger to compare.")
+            return Finding("off", ranks=tuple(self.off))
         ledgers = self.by_rank
         if not ledgers:
-            return "no rank answered, so there is no ledger to compare."
+            return Finding("unanswered")
         # Compare only what every answering rank still holds: the ring
         # buffer forgets the oldest entries first.
         first = max((e[0]["seq"] for e in ledgers.values() if e), default=1)
@@ -96,40 +199,33 @@ class Ledger:
             for r, e in at.items():
                 if e is not None:
                     kinds.setdefault((e["op"], e["what"]), []).append(r)
+            called = tuple(Called(op, what, tuple(rs))
+                           for (op, what), rs in kinds.items())
             if len(kinds) > 1:
-                parts = [f"{op}{' ' + what if what else ''} "
-                         f"on {ranks_text(rs)}"
-                         for (op, what), rs in kinds.items()]
-                return (f"the ranks disagree at collective #{seq}: "
-                        + ", ".join(parts) + ".")
+                return Finding("disagree", seq=seq, ops=called)
             missing = [r for r, e in at.items() if e is None]
             if missing:
-                (op, _), reached = next(iter(kinds.items()))
-                before = "; ".join(
-                    f"rank {r} stopped at #{last[r]['seq']} "
-                    f"({last[r]['op']})" if last[r] else f"rank {r} "
-                    f"recorded none" for r in missing)
-                return (f"{ranks_text(reached)} reached collective #{seq} "
-                        f"({op}), which {ranks_text(missing)} never called: "
-                        f"{before}.")
-        lead = ("" if not self.dead else
-                f"{ranks_text(self.dead)} died, and its ledger with it; ")
+                stopped = tuple(
+                    Stopped(r, last[r]["seq"], last[r]["op"]) if last[r]
+                    else Stopped(r, 0, "") for r in missing)
+                return Finding("missing", seq=seq, ranks=tuple(missing),
+                               ops=called, stopped=stopped)
         if self.dead and top:
-            op = next(e["op"] for e in last.values() if e and e["seq"] == top)
-            return (lead + f"the others all reached collective #{top} "
-                    f"({op}) and agree up to it.")
+            reached = [r for r, e in last.items() if e and e["seq"] == top]
+            e = last[reached[0]]
+            return Finding("dead", seq=top, ranks=tuple(self.dead),
+                           ops=(Called(e["op"], e["what"],
+                                       tuple(reached)),))
         if self.silent:
-            return (f"{ranks_text(self.silent)} did not answer; the others "
-                    f"agree up to collective #{top}.")
+            return Finding("silent", seq=top, ranks=tuple(self.silent))
         if not top:
-            return "no collectives recorded yet."
-        return (f"no divergence: every rank recorded the same collectives, "
-                f"#{first} to #{top}, in the same order."
-                + self._sites_differ(first, top))
+            return Finding("empty")
+        return Finding("agree", seq=top, first=first,
+                       **self._sites_differ(first, top))
 
     def _sites_differ(self, first, top):
-        """Collectives pair by sequence number, whatever called them: say
-        where one number joined different call sites (when recorded)."""
+        """Collectives pair by sequence number, whatever called them: the
+        first number that joined different call sites (when recorded)."""
         for seq in range(first, top + 1):
             sites = {}
             for r, es in self.by_rank.items():
@@ -137,10 +233,9 @@ class Ledger:
                 if e is not None and e["site"]:
                     sites.setdefault(e["site"], []).append(r)
             if len(sites) > 1:
-                return (f" But #{seq} paired different call sites: "
-                        + ", ".join(f"{s} on {ranks_text(rs)}"
-                                    for s, rs in sites.items()) + ".")
-        return ""
+                return dict(site_seq=seq, sites=tuple(
+                    Site(s, tuple(rs)) for s, rs in sites.items()))
+        return {}
 
     # -- the view ---------------------------------------------------------
     def table(self, shown=SHOWN):
@@ -182,9 +277,9 @@ class Ledger:
 
     @property
     def diverged(self):
-        """True when the sentence names a divergence or a dead rank."""
-        return bool(self.dead) or not self.divergence.startswith(
-            ("no ", "the Flight"))
+        """True when the finding names where the ranks part, or a rank
+        died."""
+        return bool(self.dead) or self.finding.diverged
 
     def __str__(self):
         backend = next((es[0]["backend"] for es in self.by_rank.values()
