@@ -2,7 +2,8 @@
 printing in rank order. Used by every script in ddpdemo.examples (each
 chapter shows the one for its topic).
 
-    torchrun --standalone --nproc-per-node 2 -m ddpdemo.examples.all_reduce_sums
+    torchrun --standalone --nproc-per-node 2 \\
+        -m ddpdemo.examples.all_reduce_sums
 
 `--standalone` makes torchrun pick a free port itself: no fixed port. The
 classic form from older posts also works:
@@ -50,7 +51,8 @@ def init(backend="auto", timeout_s=60.0, argv=None):
     """
     lr = local_rank(argv)
     os.environ.setdefault("LOCAL_RANK", str(lr))
-    if os.environ.get("MASTER_ADDR", "127.0.0.1") in ("127.0.0.1", "localhost"):
+    master = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    if master in ("127.0.0.1", "localhost"):
         # Single machine: keep gloo's sockets on loopback.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
     if backend == "auto":

@@ -26,7 +26,7 @@ _keep = {}
 
 
 # Where an engine's rank is found: ours (local, ssh), then the rank that
-# Open MPI, MPICH (PMI) or Slurm's srun gave its task (ddpdemo.batch).
+# Open MPI, MPICH (PMI) or Slurm's srun gave its task (ddpdemo.runtime.batch).
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 

@@ -34,7 +34,8 @@ def in_module(path, module):
     """Whether a frame's file (as a rank wrote it) is `module`'s file."""
     return path.replace("\\", "/").endswith(
         "/" + package_path(module.__file__))
-_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<func>\S+)')
+_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) '
+                    r'in (?P<func>\S+)')
 _SITE = re.compile(r".*[/\\](?:site|dist)-packages[/\\]")
 _CELL = re.compile(r".*[/\\]ipykernel_\d+[/\\]\d+\.py$")
 
@@ -81,7 +82,8 @@ def format_stack(frames, indent="    "):
     this process can read it (cells are in IPython's line cache)."""
     lines = []
     for path, line, func in frames:
-        lines.append(f'{indent}File "{short_path(path)}", line {line}, in {func}')
+        lines.append(f'{indent}File "{short_path(path)}", line {line}, '
+                     f'in {func}')
         source = linecache.getline(path, line).strip()
         if source:
             lines.append(f"{indent}    {source}")

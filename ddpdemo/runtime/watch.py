@@ -132,7 +132,8 @@ def read_dumps(sent, wait=5.0):
         for r, (path, before, pid) in sent.items():
             if r in done:
                 continue
-            if not processes.alive(pid):    # first: after it, the file is final
+            # alive first: once the process is gone, its file is final
+            if not processes.alive(pid):
                 gone.add(r)
                 done[r] = True
                 continue
