@@ -293,8 +293,9 @@ def targets(results):
     out = {key: (op, bound, f"{bound:g}")
            for key, (op, bound) in TARGETS.items()}
     if "hang_timeout_s" in results:
-        out["hang_detect_s"] = ("<=", results["hang_timeout_s"]
-                                + DETECT_SLACK, f"timeout + {DETECT_SLACK:g} s")
+        out["hang_detect_s"] = ("<=",
+                                results["hang_timeout_s"] + DETECT_SLACK,
+                                f"timeout + {DETECT_SLACK:g} s")
     return out
 
 

@@ -142,7 +142,8 @@ VARIABLES = [
         "the interface NCCL's sockets use; read by the NCCL library",
         "NCCL's (no NCCL here)", owner="NCCL",
         cite=(("torch/nn/parallel/distributed.py",
-              "def _dump_DDP_relevant_env_vars():", '"NCCL_SOCKET_IFNAME",'),)),
+              "def _dump_DDP_relevant_env_vars():",
+              '"NCCL_SOCKET_IFNAME",'),)),
 ]
 
 

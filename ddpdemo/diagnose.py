@@ -32,18 +32,11 @@ def digest(fix):
 def parting(ledger):
     """The first collective number at which the ranks' ledgers part: two
     ranks with different ops there, or a rank that never called it; None
-    when they agree throughout."""
-    ledgers = ledger.by_rank
-    if not ledgers or not any(ledgers.values()):
-        return None
-    first = max(es[0]["seq"] for es in ledgers.values() if es)
-    top = max(es[-1]["seq"] for es in ledgers.values() if es)
-    for seq in range(first, top + 1):
-        at = [next(((e["op"], e["what"]) for e in es if e["seq"] == seq),
-                   None) for es in ledgers.values()]
-        if None in at or len(set(at)) > 1:
-            return seq
-    return None
+    when they agree throughout. Read from what the ledger found
+    (ddpdemo.ledger.Finding), so the exercise and the report cannot
+    disagree."""
+    found = ledger.finding
+    return found.seq if found.kind in ("disagree", "missing") else None
 
 
 class Diagnosis:
@@ -70,7 +63,8 @@ class Diagnosis:
             ("fix", fix, fix is not None and digest(fix) == self.fix),
         ]
         lines = [f"{name}: " + ("not answered yet" if given is None
-                                else "right" if ok else "not right, look again")
+                                else "right" if ok
+                                else "not right, look again")
                  for name, given, ok in parts]
         self.right = all(ok for _, _, ok in parts)
         lines.append("All right." if self.right else

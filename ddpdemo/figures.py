@@ -90,9 +90,9 @@ def timeline(spans, title="", marks=()):
     ax.set_title(title)
     if labels:
         # Grey swatches: the hatching names the step, whatever the rank.
-        handles = [Patch(facecolor="0.6", alpha=0.85 if hatches[l] == ""
-                         else 0.35, hatch=hatches[l], edgecolor="black",
-                         linewidth=0.5, label=l) for l in labels]
+        handles = [Patch(facecolor="0.6", alpha=0.85 if hatches[name] == ""
+                         else 0.35, hatch=hatches[name], edgecolor="black",
+                         linewidth=0.5, label=name) for name in labels]
         fig.legend(handles=handles, loc="outside lower center",
                    ncol=len(labels), fontsize=8, frameon=False)
     return fig

@@ -23,9 +23,11 @@ real data: the matplotlib figures (figures.py, ring.py, ddp_figures.py)
 stay, as the static picture for readers without scripts.
 
 The Chinese site shows these outputs in Chinese: its script
-(ddpdemo/book/static/zhfigures.js) matches every sentence written here,
-and ledger.py's, whole. A new or reworded sentence needs its rule there;
-tests/test_zhfigures.py fails until it has one.
+(ddpdemo/book/static/zhfigures.js) matches every sentence written here
+whole; a new or reworded sentence needs its rule there, and
+tests/test_zhfigures.py fails until it has one. The ledger's finding is
+not matched but rendered: its figure carries it as data
+(ddpdemo.ledger.Finding), beside its English sentence.
 """
 import hashlib
 import html
@@ -253,7 +255,8 @@ def ledger(ledger, title="Flight Recorder ledger, rank by rank"):
         cells.append(row)
     data = dict(ranks=ranks, seqs=seqs,
                 cells=[[cell[:2] for cell in row] for row in cells],
-                divergence=ledger.divergence)
+                divergence=ledger.divergence,
+                finding=ledger.finding.data())
     head = "".join(f'<th scope="col" style="color:{rank_color(r)}">rank {r}'
                    f"</th>" for r in ranks)
     body = []

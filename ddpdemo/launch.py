@@ -2,7 +2,8 @@
 printing in rank order. Used by every script in ddpdemo.examples (each
 chapter shows the one for its topic).
 
-    torchrun --standalone --nproc-per-node 2 -m ddpdemo.examples.all_reduce_sums
+    torchrun --standalone --nproc-per-node 2 \\
+        -m ddpdemo.examples.all_reduce_sums
 
 `--standalone` makes torchrun pick a free port itself: no fixed port. The
 classic form from older posts also works:
@@ -22,7 +23,14 @@ import time
 import torch
 import torch.distributed as dist
 
-from .devices import gpu_count, loopback_interface, nccl_device
+from .runtime.devices import gpu_count, loopback_interface, nccl_device
+
+# What torchrun sets that tells a rank where it runs (the agent's
+# worker_env in torch/distributed/elastic/agent/server/
+# local_elastic_agent.py); the others (MASTER_ADDR, TORCHELASTIC_*, ...)
+# are the rendezvous's business. Chapter 4 (ddpdemo.nodes) plays them.
+VARIABLES = ("RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE",
+             "WORLD_SIZE")
 
 
 def local_rank(argv=None):
@@ -43,7 +51,8 @@ def init(backend="auto", timeout_s=60.0, argv=None):
     """
     lr = local_rank(argv)
     os.environ.setdefault("LOCAL_RANK", str(lr))
-    if os.environ.get("MASTER_ADDR", "127.0.0.1") in ("127.0.0.1", "localhost"):
+    master = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    if master in ("127.0.0.1", "localhost"):
         # Single machine: keep gloo's sockets on loopback.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
     if backend == "auto":

@@ -11,7 +11,7 @@ DistributedSampler repeats samples so every rank gets the same count.
 import torch
 import torch.distributed as dist
 
-from .devices import current_device
+from .runtime.devices import current_device
 
 
 def mean_dtype(dtype):

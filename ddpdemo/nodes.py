@@ -31,13 +31,9 @@ import tempfile
 import torch.distributed as dist
 
 from . import scripts
-
-# What torchrun sets that tells a rank where it runs (the agent's
-# worker_env in torch/distributed/elastic/agent/server/
-# local_elastic_agent.py); the others (MASTER_ADDR, TORCHELASTIC_*, ...)
-# are the rendezvous's business.
-VARIABLES = ("RANK", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE",
-             "WORLD_SIZE")
+# What torchrun tells a rank about where it runs: the torchrun side's
+# (ddpdemo.launch) list, which a script like node_cache prints.
+from .launch import VARIABLES
 
 
 def torchrun_env(rank, nproc_per_node, nnodes):
@@ -48,10 +44,9 @@ def torchrun_env(rank, nproc_per_node, nnodes):
         raise ValueError(f"rank {rank} is not in a job of {nnodes} nodes "
                          f"of {nproc_per_node} ranks")
     node, local_rank = divmod(rank, nproc_per_node)
-    return {"RANK": str(rank), "LOCAL_RANK": str(local_rank),
-            "GROUP_RANK": str(node),
-            "LOCAL_WORLD_SIZE": str(nproc_per_node),
-            "WORLD_SIZE": str(nproc_per_node * nnodes)}
+    values = (rank, local_rank, node, nproc_per_node,
+              nproc_per_node * nnodes)      # in VARIABLES' order
+    return {name: str(v) for name, v in zip(VARIABLES, values)}
 
 
 def free_port():

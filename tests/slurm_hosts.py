@@ -1,4 +1,4 @@
-"""A real Slurm on the two test hosts (ddpdemo.hosts.TwoHosts), for
+"""A real Slurm on the two test hosts (tests/hosts.py's TwoHosts), for
 tests/test_slurm.py: Debian's munged, slurmctld and two slurmd, started
 with a configuration, key, sockets, spool and state made for this run in
 the hosts' own directory, never the system's.
@@ -16,7 +16,7 @@ each at its address on the hosts' private link, with ports that are free
 there (nothing else lives in those namespaces). munged's socket is a
 file, so the one munged (on host a) serves both. Everything runs inside
 the namespaces and under the hosts' directory: TwoHosts.close(), and
-ddpdemo.hosts.sweep() after a killed run, remove daemons, jobs (their
+hosts.sweep() after a killed run, remove daemons, jobs (their
 state is in that directory) and files alike.
 
 A container has no systemd and maybe no usable cgroups, so processes are

@@ -1,5 +1,5 @@
-"""ddpdemo.runtime.cluster on real gloo groups: results, hangs, failures, inputs,
-isolation and clean-up. Each test is bounded by pytest-timeout."""
+"""ddpdemo.runtime.cluster on real gloo groups: results, hangs, failures,
+inputs, isolation and clean-up. Each test is bounded by pytest-timeout."""
 import os
 import subprocess
 import sys

@@ -1,5 +1,5 @@
-"""ddpdemo.runtime.engines, the ipyparallel side of a cluster, on one real local
-engine: launched with its rank, found, called (bounded), killed and its
+"""ddpdemo.runtime.engines, the ipyparallel side of a cluster, on one real
+local engine: launched with its rank, found, called (bounded), killed and its
 exit read back; a dying engine's log quoted."""
 import inspect
 import os

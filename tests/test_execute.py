@@ -1,4 +1,4 @@
-"""ddpdemo.execute: a refresh keeps stored text that differs only where
+"""ddpdemo.book.execute: a refresh keeps stored text that differs only where
 the sanitiser masks it, and --check runs notebooks without storing."""
 import subprocess
 import sys

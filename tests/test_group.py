@@ -1,5 +1,5 @@
-"""ddpdemo.runtime.group's bookkeeping against a stand-in for the engines: which
-engine is which rank, LOCAL_RANK per host, the backend "auto" settles on,
+"""ddpdemo.runtime.group's bookkeeping against a stand-in for the engines:
+which engine is which rank, LOCAL_RANK per host, the backend "auto" settles on,
 and which store each rank is given. (Real groups: test_cluster.py.)
 The stand-in engines are conftest.py's StandInEngines."""
 from ddpdemo.runtime import engine, group

@@ -1,4 +1,5 @@
-"""The Chinese edition's translations (ddpdemo/book/i18n.py, ddpdemo/book/zh_book.py).
+"""The Chinese edition's translations (ddpdemo/book/i18n.py,
+ddpdemo/book/zh_book.py).
 
 Every page of _toc.yml has a translation file in i18n/zh/ and every unit
 (a notebook's markdown cell, a page's section, the title and captions) is

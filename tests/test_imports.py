@@ -1,31 +1,42 @@
 """The package's import graph, read from the source (every import
-statement, those inside functions too): no cycle; the rank side never
-reaches the kernel side; each subpackage imports only what its docstring
-allows. A move or a new import that breaks the layering fails here."""
+statement, those inside functions too): no cycle between modules, nor
+between the package's parts (its top level, ddpdemo.runtime,
+ddpdemo.book, ddpdemo.examples); the rank side never reaches the kernel
+side; each subpackage imports only what its docstring allows. Then what
+a rank, the guard, the fork server and a torchrun example really load,
+each in a fresh interpreter. A move or a new import that breaks the
+layering fails here."""
 import ast
 import pathlib
 import subprocess
 import sys
 
 import ddpdemo
+import ddpdemo.runtime
+from ddpdemo.runtime import engine, flight, forkserver, guard
 
 PACKAGE = pathlib.Path(ddpdemo.__file__).parent
+# The package's parts: a module belongs to the deepest of these that holds
+# it; the top level is "ddpdemo".
+PARTS = ("ddpdemo.runtime", "ddpdemo.book", "ddpdemo.examples")
 # What runs inside a rank (an engine, a torchrun process, the guard and
 # the fork server), and what it needs.
-RANK_SIDE = {"ddpdemo.runtime.engine", "ddpdemo.runtime.guard",
-             "ddpdemo.runtime.forkserver", "ddpdemo.flight",
-             "ddpdemo.devices", "ddpdemo.launch", "ddpdemo.errors",
-             "ddpdemo.ledger"}
+RANK_SIDE = {f"ddpdemo.runtime.{m}" for m in (
+    "engine", "guard", "forkserver", "flight", "devices", "errors",
+    "ledger")} | {"ddpdemo.launch"}
 # The notebook kernel's side of a cluster.
 KERNEL_SIDE = {f"ddpdemo.runtime.{m}" for m in (
-    "cluster", "engines", "placement", "ssh", "batch", "outcome", "watch", "magic",
-    "progress", "group", "options")}
-KERNEL_SIDE |= {f"ddpdemo.runtime.{m}" for m in (
-    "controller", "forks", "enginesets", "background")}
-# What ddpdemo.runtime may import of ddpdemo outside itself (its
-# docstring says so too).
-RUNTIME_MAY_IMPORT = {"ddpdemo.errors", "ddpdemo.ledger", "ddpdemo.flight",
-                      "ddpdemo.devices"}
+    "cluster", "engines", "placement", "ssh", "batch", "outcome", "watch",
+    "magic", "progress", "group", "options", "controller", "forks",
+    "enginesets", "background")}
+# What runs ranks and scripts from a notebook: none of it belongs in a
+# torchrun script.
+NOTEBOOK_SIDE = KERNEL_SIDE | {"ddpdemo.runtime.processes", "ddpdemo.scripts",
+                               "ddpdemo.nodes", "ddpdemo.bench",
+                               "ddpdemo.interactive"}
+# The chapters' names for modules that live in the runtime (the same
+# module objects).
+ALIASES = ("errors", "ledger", "flight", "devices")
 
 
 def module_names():
@@ -66,6 +77,37 @@ def imports(name, path, known):
 def graph():
     known = module_names()
     return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def part(name):
+    """The part of the package a module belongs to."""
+    return next((p for p in PARTS if name == p or name.startswith(p + ".")),
+                "ddpdemo")
+
+
+def parts_graph(edges):
+    """The graph between the package's parts: an edge where a module of
+    one imports a module of another."""
+    out = {}
+    for name, targets in edges.items():
+        for target in targets:
+            if part(target) != part(name):
+                out.setdefault(part(name), set()).add(part(target))
+    return out
+
+
+def loaded_by(code):
+    """The modules a fresh interpreter loads running `code` (beyond what
+    it had loaded at start-up)."""
+    probe = ("import sys\n_before = set(sys.modules)\n" + code
+             + "\nprint('\\n'.join(sorted(set(sys.modules) - _before)))\n")
+    return set(subprocess.run([sys.executable, "-c", probe], check=True,
+                              capture_output=True, text=True,
+                              timeout=120).stdout.split())
+
+
+def ddpdemo_modules(loaded):
+    return {m for m in loaded if m == "ddpdemo" or m.startswith("ddpdemo.")}
 
 
 def find_cycle(edges):
@@ -114,12 +156,49 @@ def test_the_graph_sees_function_level_and_relative_imports():
     # bench imports Cluster inside a function, through `from . import`.
     assert "ddpdemo" in edges["ddpdemo.bench"]
     assert "ddpdemo.runtime.cluster" in edges["ddpdemo"]
-    assert "ddpdemo.flight" in edges["ddpdemo.runtime.outcome"]
+    assert "ddpdemo.runtime.flight" in edges["ddpdemo.runtime.outcome"]
     assert "ddpdemo.runtime.guard" in edges["ddpdemo.runtime.forkserver"]
+
+
+def test_the_parts_graph_sees_a_cycle_between_parts():
+    # A runtime module importing a lesson module would close a cycle
+    # that no single module's imports show.
+    edges = {"ddpdemo.ring": {"ddpdemo.runtime.engine"},
+             "ddpdemo.runtime.engine": {"ddpdemo.quote"}}
+    assert find_cycle(parts_graph(edges)) == \
+        ["ddpdemo", "ddpdemo.runtime", "ddpdemo"]
+    assert part("ddpdemo.runtime") == "ddpdemo.runtime"
+    assert part("ddpdemo.runtimes") == "ddpdemo"
 
 
 def test_no_import_cycle():
     assert find_cycle(graph()) is None
+
+
+def test_no_import_cycle_between_the_parts():
+    """The top level may use the runtime and the book's tooling; neither
+    of them, nor the examples' scripts, may be used back."""
+    parts = parts_graph(graph())
+    assert find_cycle(parts) is None, parts
+    assert parts.get("ddpdemo.runtime", set()) == set()
+    assert parts.get("ddpdemo.book", set()) == set()
+
+
+def test_the_chapters_names_are_the_runtimes_modules():
+    for name in ALIASES:
+        __import__(f"ddpdemo.{name}")
+        assert sys.modules[f"ddpdemo.{name}"] is \
+            sys.modules[f"ddpdemo.runtime.{name}"]
+        assert getattr(ddpdemo, name) is getattr(ddpdemo.runtime, name)
+    from ddpdemo.ledger import Ledger
+    from ddpdemo.runtime.ledger import Ledger as RuntimeLedger
+    assert Ledger is RuntimeLedger
+
+
+def test_the_packages_names_load_on_first_use():
+    for name in ddpdemo.__all__:
+        assert getattr(ddpdemo, name).__name__ == name
+    assert ddpdemo.HangError.__module__ == "ddpdemo.runtime.errors"
 
 
 def test_the_rank_side_never_reaches_the_kernel_side():
@@ -128,13 +207,11 @@ def test_the_rank_side_never_reaches_the_kernel_side():
     assert not reached & KERNEL_SIDE, sorted(reached & KERNEL_SIDE)
 
 
-def test_the_runtime_imports_only_what_its_docstring_allows():
+def test_the_runtime_imports_nothing_outside_itself():
     edges = graph()
-    runtime = {n for n in edges if n.startswith("ddpdemo.runtime")}
+    runtime = {n for n in edges if part(n) == "ddpdemo.runtime"}
     outside = set().union(*(edges[n] for n in runtime)) - runtime
-    assert outside <= RUNTIME_MAY_IMPORT, sorted(outside - RUNTIME_MAY_IMPORT)
-    for name in RUNTIME_MAY_IMPORT:
-        assert name in ddpdemo.runtime.__doc__
+    assert not outside, sorted(outside)
 
 
 def test_only_bench_reaches_into_the_book_tooling():
@@ -149,16 +226,53 @@ def test_only_bench_reaches_into_the_book_tooling():
     assert not outside, outside
 
 
+def test_a_torchrun_example_reaches_nothing_of_the_notebook_side():
+    edges = graph()
+    for name in edges:
+        if part(name) == "ddpdemo.examples" and name != "ddpdemo.examples":
+            reached = reachable(edges, [name])
+            assert not reached & NOTEBOOK_SIDE, \
+                (name, sorted(reached & NOTEBOOK_SIDE))
+
+
+def test_importing_ddpdemo_loads_nothing_else():
+    assert ddpdemo_modules(loaded_by("import ddpdemo")) == {"ddpdemo"}
+
+
+def test_the_guard_and_the_fork_server_load_the_standard_library_only():
+    """What the guard and the fork server import, really imported in a
+    fresh interpreter (as `python -m` would): of ddpdemo, themselves and
+    the runtime's `waiting`; outside it, the standard library."""
+    own = {"ddpdemo", "ddpdemo.runtime", guard.__name__}
+    for module, allowed in ((guard, own),
+                            (forkserver, own | {forkserver.__name__,
+                                                "ddpdemo.runtime.waiting"})):
+        loaded = loaded_by(f"import {module.__name__}")
+        assert ddpdemo_modules(loaded) == allowed, module.__name__
+        others = {m.split(".")[0] for m in loaded - allowed}
+        assert others <= set(sys.stdlib_module_names), \
+            sorted(others - set(sys.stdlib_module_names))
+
+
 def test_a_rank_loads_no_client_side_module():
     """What a rank imports, really imported in a fresh interpreter: none
-    of the kernel side, and not ipyparallel's client."""
-    code = ("import sys\n"
-            "import ddpdemo.runtime.engine, ddpdemo.flight, ddpdemo.launch\n"
-            "import ddpdemo.runtime.guard, ddpdemo.runtime.forkserver\n"
-            "print('\\n'.join(sorted(sys.modules)))\n")
-    loaded = set(subprocess.run([sys.executable, "-c", code], check=True,
-                                capture_output=True, text=True,
-                                timeout=120).stdout.split())
-    assert not loaded & KERNEL_SIDE, sorted(loaded & KERNEL_SIDE)
+    of the kernel side, no lesson or tooling module, and not
+    ipyparallel's client."""
+    loaded = loaded_by(f"import {engine.__name__}, {flight.__name__}\n"
+                       "import ddpdemo.launch")
+    mine = ddpdemo_modules(loaded)
+    assert not mine & KERNEL_SIDE, sorted(mine & KERNEL_SIDE)
+    assert mine <= RANK_SIDE | {"ddpdemo", "ddpdemo.runtime",
+                                "ddpdemo.runtime.waiting"}, sorted(mine)
     assert "ipyparallel.client" not in loaded
+
+
+def test_a_torchrun_example_loads_nothing_of_the_notebook_side():
+    examples = sorted(n for n in graph()
+                      if part(n) == "ddpdemo.examples"
+                      and n != "ddpdemo.examples")
+    loaded = loaded_by("\n".join(f"import {n}" for n in examples))
+    assert set(examples) <= loaded     # the probe imported them
+    assert not loaded & NOTEBOOK_SIDE, sorted(loaded & NOTEBOOK_SIDE)
     assert not any(m.startswith("ddpdemo.book") for m in loaded)
+    assert "ipyparallel.client" not in loaded

@@ -49,8 +49,10 @@ def block(html, attr):
     return json.loads(found[0])
 
 
-SPANS = [(0, "work (sleep)", 10.0, 10.2), (0, "in dist.barrier()", 10.2, 10.6),
-         (1, "work (sleep)", 10.0, 10.6), (1, "in dist.barrier()", 10.6, 10.61)]
+SPANS = [(0, "work (sleep)", 10.0, 10.2),
+         (0, "in dist.barrier()", 10.2, 10.6),
+         (1, "work (sleep)", 10.0, 10.6),
+         (1, "in dist.barrier()", 10.6, 10.61)]
 MARKS = [(0, "left", 10.6), (1, "left", 10.61)]
 
 
@@ -96,7 +98,8 @@ def test_timeline_keeps_timings_apart_and_sanitised():
     fig = interactive.timeline(SPANS, "barrier", marks=MARKS)
     other = interactive.timeline([(r, lab, a + 5.0, b + 5.5)
                                   for r, lab, a, b in SPANS], "barrier",
-                                 marks=[(r, lab, t * 2) for r, lab, t in MARKS])
+                                 marks=[(r, lab, t * 2)
+                                        for r, lab, t in MARKS])
     assert block(fig.html, "data-timings") == pytest.approx(
         [0, 0.2, 0.2, 0.6, 0, 0.6, 0.6, 0.61, 0.6, 0.61])
     # Same ranks and events, other times: only the timings block differs,
@@ -146,6 +149,9 @@ def test_ledger_table_marks_the_divergence():
     assert repr(fig) == str(ledger)
     data = block(fig.html, "data-figure")
     assert data["divergence"] == ledger.divergence
+    # The finding travels as data too, for the Chinese site to render.
+    assert data["finding"] == ledger.finding.data()
+    assert data["finding"]["kind"] == "missing"
     assert data["seqs"] == [1, 2, 3]
     last = data["cells"][-1]
     assert last[1][0] == "-" and "never called" in last[1][1]

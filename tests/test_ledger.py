@@ -3,13 +3,15 @@
 barrier against an all_reduce, taken from stuck ranks), then live:
 2 and 4 ranks, TCP rendezvous, a dead rank, the recorder off."""
 import copy
+import json
 import os
 import pickle
 
 import pytest
 
 import ddpdemo
-from ddpdemo.ledger import Ledger, entries, site
+from ddpdemo.ledger import (Called, Finding, Ledger, Site, Stopped,
+                            entries, site)
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "fr_gloo_2ranks.pkl")
 
@@ -88,6 +90,51 @@ def test_dead_and_silent_ranks_and_the_recorder_off(recorded):
     text = str(Ledger(2, off))
     assert "The Flight Recorder is off on ranks [0, 1]" in text
     assert "#" not in text           # no (empty) table
+
+
+def test_the_finding_is_data_and_the_sentence_is_made_from_it(recorded):
+    ledger = Ledger(2, recorded["lonely"])
+    found = ledger.finding
+    assert (found.kind, found.seq, found.ranks) == ("missing", 3, (1,))
+    assert found.ops == (Called("barrier", "", (0,)),)
+    assert found.stopped == (Stopped(1, 2, "barrier"),)
+    assert ledger.divergence == found.sentence()
+    # A figure carries the same data as JSON, with named fields.
+    data = json.loads(json.dumps(found.data()))
+    assert data["kind"] == "missing" and data["ranks"] == [1]
+    assert data["ops"] == [{"op": "barrier", "what": "", "ranks": [0]}]
+    assert data["stopped"] == [{"rank": 1, "seq": 2, "op": "barrier"}]
+    mismatch = Ledger(2, recorded["mismatch"]).finding
+    assert (mismatch.kind, mismatch.seq) == ("disagree", 1)
+    assert mismatch.ops == (Called("barrier", "", (0,)),
+                            Called("all_reduce", "[3] Float", (1,)))
+
+
+def test_the_sentence_reads_the_data_alone():
+    # Findings no recorded dump gives: each sentence is rendered from the
+    # fields, so other numbers and ranks land in their places.
+    assert Finding("missing", seq=7, ranks=(1, 3), ops=(
+        Called("all_reduce", "[2] Float", (0, 2)),), stopped=(
+        Stopped(1, 6, "barrier"), Stopped(3, 0, ""))).sentence() == (
+        "ranks [0, 2] reached collective #7 (all_reduce), which ranks "
+        "[1, 3] never called: rank 1 stopped at #6 (barrier); rank 3 "
+        "recorded none.")
+    assert Finding("agree", seq=9, first=4, site_seq=5, sites=(
+        Site("a > b", (0,)), Site("c", (1, 2)))).sentence() == (
+        "no divergence: every rank recorded the same collectives, #4 to "
+        "#9, in the same order. But #5 paired different call sites: "
+        "a > b on rank 0, c on ranks [1, 2].")
+    assert Finding("dead", seq=2, ranks=(3,), ops=(
+        Called("barrier", "", (0, 1)),)).sentence() == (
+        "rank 3 died, and its ledger with it; the others all reached "
+        "collective #2 (barrier) and agree up to it.")
+
+
+def test_diverged_is_read_from_the_kind():
+    parted = {"disagree", "missing", "dead", "silent"}
+    for kind in ("off", "unanswered", "disagree", "missing", "dead",
+                 "silent", "empty", "agree"):
+        assert Finding(kind).diverged == (kind in parted), kind
 
 
 def test_site_skips_torch_and_contextlib_frames():

@@ -1,4 +1,5 @@
-"""ddpdemo.book.lightpages (issue 26): formulas written as MathML at build time.
+"""ddpdemo.book.lightpages (issue 26): formulas written as MathML at build
+time.
 
 The built site's side (no icon script, no MathJax, every formula drawn,
 every page within its weight) is tests/test_site.py's; these check the

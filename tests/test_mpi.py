@@ -1,13 +1,14 @@
 """`Cluster(world_size=4, engines="mpi")` under a real mpiexec: Debian's
 Open MPI starting two ranks on each of the two test hosts
-(ddpdemo.hosts.TwoHosts), reaching host b over ssh as it would on a
+(tests/hosts.py's TwoHosts), reaching host b over ssh as it would on a
 cluster without a batch system.
 
     flock /tmp/ddpdemo-netns.lock .venv/bin/python -m pytest tests/test_mpi.py
 
 The cluster runs on host a; ipyparallel's MPI launcher runs mpiexec
-there (ddpdemo.runtime.batch). tests/batch_scenario.py plays the cluster's life;
-the tests below check what it saw and what is left on the hosts. Needs
+there (ddpdemo.runtime.batch). tests/batch_scenario.py plays the
+cluster's life; the tests below check what it saw and what is left on the
+hosts. Needs
 root, `ip netns`, openssh-server and Debian's openmpi-bin; without them
 the tests skip and say why.
 """

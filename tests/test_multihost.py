@@ -8,8 +8,9 @@ on a and on b, is started over ssh. This file is also the script that
 runs there (`python tests/test_multihost.py ARGS_JSON`): it plays one
 scenario (all_reduce, chapter 4's label cache in each host's own /tmp, a
 hang on a host-b rank, a host-b rank that dies, restarts, stop) and
-prints what it saw as one JSON line, which the tests below check. Needs root, `ip netns` and Debian's openssh-server; without
-them the cluster tests skip and say why.
+prints what it saw as one JSON line, which the tests below check. Needs
+root, `ip netns` and Debian's openssh-server; without them the cluster
+tests skip and say why.
 """
 import ipaddress
 import json

@@ -1,6 +1,7 @@
-"""ddpdemo.runtime.processes and ddpdemo.runtime.guard: the guarded command, killing a
-process and saying how it ended, and a guard ending its process (and
-removing a directory) when the parent it watches dies."""
+"""ddpdemo.runtime.processes and ddpdemo.runtime.guard: the guarded
+command, killing a process and saying how it ended, and a guard ending
+its process (and removing a directory) when the parent it watches
+dies."""
 import os
 import subprocess
 import sys

@@ -54,7 +54,8 @@ def test_a_missing_file_fails():
 
 
 def test_show_source_drops_the_docstring_and_slices_by_text(capsys):
-    text = show_source(dist.barrier, start="opts = BarrierOptions()", end="opts.timeout = timeout")
+    text = show_source(dist.barrier, start="opts = BarrierOptions()",
+                       end="opts.timeout = timeout")
     assert capsys.readouterr().out == text + "\n"
     assert text.splitlines()[0].strip().startswith("opts = BarrierOptions()")
     assert text.splitlines()[-1].strip() == "opts.timeout = timeout"

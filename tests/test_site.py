@@ -1057,7 +1057,8 @@ def test_solutions_are_hidden_until_clicked(visit):
     """Every chapter's exercise solutions (tagged hide-cell) show neither
     their code nor their output until the reader opens them."""
     chapters = [n for n in toc_order() if re.search(r"/\d\d_", n)]
-    assert len(chapters) == len(list((ROOT / "book").glob("[0-9][0-9]_*.ipynb")))
+    notebooks = list((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+    assert len(chapters) == len(notebooks)
     for name in chapters:
         page = visit.open(f"{name}.html")
         hidden = page.locator("div.tag_hide-cell")

@@ -1,8 +1,9 @@
 """`Cluster(world_size=4, engines="slurm")` on a real Slurm: Debian's
 munged, slurmctld and a slurmd on each of the two test hosts
-(tests/slurm_hosts.py on ddpdemo.hosts.TwoHosts), two ranks per node.
+(tests/slurm_hosts.py on tests/hosts.py's TwoHosts), two ranks per node.
 
-    flock /tmp/ddpdemo-netns.lock .venv/bin/python -m pytest tests/test_slurm.py
+    flock /tmp/ddpdemo-netns.lock \\
+        .venv/bin/python -m pytest tests/test_slurm.py
 
 The cluster runs on host a, as a notebook on a login node would; its
 engines are one Slurm job, submitted with sbatch through ipyparallel's

@@ -116,7 +116,8 @@ def test_dump_stack_reads_the_stuck_function(tmp_path):
 # in CI, about once in a hundred dumps while another thread starts a
 # function): a first thread's header and half a frame line.
 CUT_SHORT = ('Thread 0x00007fd23fef46c0 (most recent call first):\n'
-             '  File "/usr/lib/python3.11/threading.py", line 265 in __init__\n'
+             '  File "/usr/lib/python3.11/threading.py", line 265 in '
+             '__init__\n'
              '  File ')
 
 

@@ -147,6 +147,33 @@ def test_controls_and_steps_in_chinese(page):
     assert play.inner_text() == "播放"
 
 
+def test_the_ledgers_finding_is_rendered_from_its_data(page):
+    """The Chinese of a ledger's finding comes from the data its figure
+    carries (ledger.Finding), not from its English: each kind reads as
+    written, and a finding whose English says something else is still
+    rendered from the data."""
+    live = [fig.locator("[aria-live]").inner_text()
+            for fig in show(page, "zh-CN")[4:]]
+    assert live[0] == ("rank 0 到达了集合通信 #3（barrier），而 rank 1 "
+                       "从未调用它：rank 1 停在了 #2（barrier）。")
+    assert live[1] == ("各 rank 在集合通信 #1 处不一致：rank 0 上是 "
+                       "barrier；rank 1 上是 all_reduce [3] Float。")
+    assert live[3].endswith("但 #2 配对的调用位置不同：rank 0 上是 "
+                            "validate；rank 1 上是 checkpoint。")
+    assert live[8].startswith("rank 1 已退出")
+    # The same sentence, other data: the data wins.
+    fig = interactive.ledger(ledgers()[0])
+    data = dict(fig.data, finding=dict(fig.data["finding"], seq=42))
+    html = fig.html.replace(interactive._json(fig.data),
+                            interactive._json(data))
+    assert html != fig.html
+    page.set_content(f'<!doctype html><html lang="zh-CN"><head><meta '
+                     f'charset="utf-8"></head><body>{html}<script>{SCRIPT}'
+                     "</script></body></html>")
+    assert "集合通信 #42（barrier）" in \
+        page.locator("[aria-live]").inner_text()
+
+
 def test_english_page_keeps_english(page):
     figs = show(page, "en")
     for fig in figs:

@@ -55,7 +55,8 @@ def test_each_rule_names_page_and_unit(tmp_path):
                       ("u-host", "主机端"), ("u-seconds", "秒"),
                       ("u-gloss", "屏障（barrier）"),
                       ("u-role", "实时"), ("u-colon", "colon")]:
-        hits = [f for f in found if f.startswith(f"book/99_made_up.ipynb {key}:")]
+        hits = [f for f in found
+                if f.startswith(f"book/99_made_up.ipynb {key}:")]
         assert len(hits) == 1 and what in hits[0], (key, found)
     assert len(found) == 10, found
 
@@ -70,7 +71,8 @@ def test_what_the_lint_leaves_alone(tmp_path):
         "u-code": ("`*.py` and `time.sleep(0.2)`",
                    "`*.py` 和 `time.sleep(0.2)`，**加粗**"),
         # a heading is not the first use; a {term} link glosses itself
-        "u-head": ("# Barrier\n\nA {term}`barrier`", "# 屏障\n\n一个{term}`屏障 <barrier>`，"
+        "u-head": ("# Barrier\n\nA {term}`barrier`",
+                   "# 屏障\n\n一个{term}`屏障 <barrier>`，"
                    "**原因**：{ref}`launcher`"),
         "u-ok": ("rendezvous on a port; a barrier, then a barrier",
                  "在端口上汇合（rendezvous，`MASTER_PORT`）；屏障（barrier），"

@@ -16,8 +16,9 @@ where something really changed. Stops at the first failing cell.
 
 --check runs the notebooks and stores nothing: what CI or a GPU machine
 runs to see every chapter pass. --timings prints how long each code cell
-took (where a chapter's seconds go), slowest first. --backend sets DDPDEMO_BACKEND, which the
-notebook kernels inherit and `Cluster(backend="auto")` obeys.
+took (where a chapter's seconds go), slowest first. --backend sets
+DDPDEMO_BACKEND, which the notebook kernels inherit and
+`Cluster(backend="auto")` obeys.
 """
 import argparse
 import configparser

@@ -40,7 +40,8 @@ def table(sizes):
     words = sum(w for w, _ in sizes.values())
     code = sum(c for _, c in sizes.values())
     rows.append(f"{'total':<28} {words:>6} {code:>10}")
-    rows.append(f"{'bound (issue 21)':<28} {MAX_WORDS:>6} {MAX_CODE_CELLS:>10}")
+    rows.append(f"{'bound (issue 21)':<28} {MAX_WORDS:>6} "
+                f"{MAX_CODE_CELLS:>10}")
     return "\n".join(rows)
 
 

@@ -127,7 +127,8 @@ def visit_displaymath(self, node):
 # -- icons ----------------------------------------------------------------
 ICON_CSS = "lightpages-icons.css"
 FONT_FACE = re.compile(r"@font-face\{([^}]*)\}")
-GLYPH = re.compile(r'((?:\.fa-[a-z0-9-]+:before,?)+)\{content:"\\([0-9a-f]+)"\}')
+GLYPH = re.compile(r'((?:\.fa-[a-z0-9-]+:before,?)+)'
+                   r'\{content:"\\([0-9a-f]+)"\}')
 
 
 def _themes():

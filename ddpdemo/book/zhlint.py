@@ -31,7 +31,8 @@ TYPESETTING = [
     (r"(?<![*A-Za-z0-9_])\*(?![*\s])[^*\n]+?(?<![*\s])\*(?![*A-Za-z0-9_])",
      "italics in Chinese prose: use bold (**…**) or nothing"),
     (r"）\s*（", "stacked parentheses （…）（…）: merge them into one"),
-    (r"\*\*[^*\n]{1,12}：\*\*", "a label's colon goes after the bold: **原因**："),
+    (r"\*\*[^*\n]{1,12}：\*\*",
+     "a label's colon goes after the bold: **原因**："),
 ]
 # What is not prose: fenced code, code spans, roles' targets, math, URLs.
 _NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]+\$"
@@ -46,7 +47,8 @@ def _table(text, heading):
             inside = line[3:].strip() == heading
             continue
         if inside and line.startswith("|") and not line.startswith("|--"):
-            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+            cells = line.strip().strip("|").split("|")
+            rows.append([c.strip() for c in cells])
     return rows[1:]                     # without the header row
 
 
@@ -60,8 +62,9 @@ def _pattern(cell):
 def rules(root=ROOT):
     """(forbidden, glossed): [(regex, message, unless)], [(term, first)]."""
     text = (Path(root) / "i18n" / LANG / TERMS).read_text()
+    banned = _table(text, "Words that must not return")
     forbidden = [(_pattern(no), f"{_pattern(no)}: use {but}", unless)
-                 for no, but, unless in _table(text, "Words that must not return")]
+                 for no, but, unless in banned]
     forbidden += [(rx, msg, "") for rx, msg in TYPESETTING]
     glossed = [(term, first) for term, first in
                _table(text, "Glossed at first use")]

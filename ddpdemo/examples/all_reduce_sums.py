@@ -1,7 +1,8 @@
 """Chapter 1's program as a script: all_reduce sums, and the hand-made ring
 gives the same sums.
 
-    torchrun --standalone --nproc-per-node 2 -m ddpdemo.examples.all_reduce_sums
+    torchrun --standalone --nproc-per-node 2 \\
+        -m ddpdemo.examples.all_reduce_sums
 
 or, from this folder, the classic launcher, which passes `--local-rank` as
 an argument (ddpdemo.launch reads it, or torchrun's LOCAL_RANK):

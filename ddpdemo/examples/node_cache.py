@@ -9,7 +9,8 @@ job: RANK.
 
 on each node N of two (the same command with N = 0 and 1). Each rank
 prints the variables torchrun gave it and what it found in its node's
-/tmp; `--by RANK` puts global rank 0 first instead of each LOCAL_RANK 0. Chapter 4 runs `cache_labels` on two nodes simulated on one machine
+/tmp; `--by RANK` puts global rank 0 first instead of each LOCAL_RANK
+0. Chapter 4 runs `cache_labels` on two nodes simulated on one machine
 (ddpdemo.nodes); tests/test_multihost.py runs it on two hosts that each
 have their own /tmp.
 """
@@ -18,10 +19,7 @@ import os
 import tempfile
 import time
 
-import torch.distributed as dist
-
 from ddpdemo import launch
-from ddpdemo.nodes import VARIABLES
 from ddpdemo.ordering import torch_distributed_zero_first
 
 LABELS = ("cat\n", "dog\n", "bird\n", "fish\n")
@@ -57,7 +55,7 @@ def main():
     args, _ = parser.parse_known_args()
     launch.init()
     env = " ".join(f"{name}={os.environ.get(name)}"
-                   for name in (*VARIABLES, "NODE_RANK"))
+                   for name in (*launch.VARIABLES, "NODE_RANK"))
     done = cache_labels(args.by)
     launch.print_ranked(env, f"wrote: {done['wrote']}, "
                         f"found {done['found']} of {len(LABELS)} labels")

@@ -1,7 +1,8 @@
 """Chapter 2's program as a script: a mean across ranks, and an accuracy
 that counts every sample exactly once.
 
-    torchrun --standalone --nproc-per-node 2 -m ddpdemo.examples.reduce_mean_metrics
+    torchrun --standalone --nproc-per-node 2 \\
+        -m ddpdemo.examples.reduce_mean_metrics
 
 or, the classic way (`--local-rank` as an argument), from this folder:
 

@@ -21,21 +21,31 @@ RankError.
     magic      the `%%ranks` cell magic; progress: start-up progress
     processes  the operating system's side: guarded commands, kill, exit
     waiting    the one deadline-polling helper (both sides use it)
+    errors     HangError and RankError, the hang report's words
+    ledger     the Flight Recorder's ledger, side by side, and what it
+               finds (a divergence, as data, then as a sentence)
+    flight     the Flight Recorder on every rank, read from a stuck one
+    devices    a rank's device and gloo's network interface
     engine     RANK SIDE: what runs inside each rank's engine
     guard      RANK SIDE: ends an engine (or the controller) with its kernel
     forkserver RANK SIDE: imports torch once and forks local engines
 
+errors, ledger, flight and devices are what a hang report and a rank are
+made of; the chapters import them by their old names (ddpdemo.errors,
+ddpdemo.ledger, ...), which are these same modules.
+
 What it may import: the standard library, torch, ipyparallel (and its
-IPython, zmq, traitlets), psutil, cloudpickle; of ddpdemo, only the
-four flat modules a hang report is made of: ddpdemo.errors,
-ddpdemo.ledger, ddpdemo.flight and ddpdemo.devices (they in turn use
-only the rank side and `waiting` of this folder). Never ddpdemo.book,
-never a lesson module. The rank-side modules (engine, guard, forkserver)
-import none of the kernel side (cluster, engines, placement, ssh, batch,
-outcome, watch, magic, progress, options, group, controller, forks,
-enginesets, background) nor ipyparallel's
-client: tests/test_imports.py checks this, and that the whole package
-has no import cycle.
+IPython, zmq, traitlets), psutil, cloudpickle; of ddpdemo, nothing
+outside this folder, so the package's top level may use the runtime and
+never the other way round. Never ddpdemo.book, never a lesson module.
+The rank-side modules (engine, guard, forkserver, and flight, devices,
+errors and ledger that they use) import none of the kernel side
+(cluster, engines, placement, ssh, batch, outcome, watch, magic,
+progress, options, group, controller, forks, enginesets, background)
+nor ipyparallel's client; the guard and the
+fork server import the standard library only. tests/test_imports.py
+checks this, and that neither the package nor its parts have an import
+cycle.
 
 This file imports nothing, so that a rank importing
 ddpdemo.runtime.engine loads no ipyparallel client with it.

@@ -1,8 +1,9 @@
 """Ranks started by a batch system or an MPI launcher:
 `Cluster(world_size=8, engines="slurm", sbatch_args=[...])` and
 `Cluster(world_size=8, engines="mpi", mpiexec_args=[...])`. Plumbing for
-ddpdemo.runtime.engines and its placement (README, "Past one machine"; tested on a real Slurm and a
-real Open MPI in tests/test_slurm.py and tests/test_mpi.py).
+ddpdemo.runtime.engines and its placement (README, "Past one machine";
+tested on a real Slurm and a real Open MPI in tests/test_slurm.py and
+tests/test_mpi.py).
 
 Both are ipyparallel's own launchers, with three changes:
 - a rank is the one Slurm or MPI gives its task (SLURM_PROCID,

@@ -11,12 +11,13 @@ timed-out gloo group is poisoned and a stuck gloo wait ignores SIGINT.
 Replacing them is quick because a local cluster keeps spare engines,
 started in the background once the group has formed: a restart kills the
 old engines, forms the group on the spares (well under a second) and
-starts the next spares. Local engines are forked from ddpdemo.runtime.forkserver,
-which imported torch once, so starting one takes a fraction of a second.
-This module is the policy (life cycle, running, when to restart);
-ddpdemo.runtime.options checks what is asked for, ddpdemo.runtime.engines talks to
-ipyparallel, ddpdemo.runtime.group forms the group on a generation of engines,
-and ddpdemo.runtime.engine is what runs on the ranks.
+starts the next spares. Local engines are forked from
+ddpdemo.runtime.forkserver, which imported torch once, so starting one
+takes a fraction of a second. This module is the policy (life cycle,
+running, when to restart); ddpdemo.runtime.options checks what is asked
+for, ddpdemo.runtime.engines talks to ipyparallel, ddpdemo.runtime.group
+forms the group on a generation of engines, and ddpdemo.runtime.engine is
+what runs on the ranks.
 """
 import atexit
 import enum
@@ -26,10 +27,10 @@ import tempfile
 import time
 import weakref
 
-from .. import flight
+from . import flight
 from . import engine, group, outcome
 from .engines import Engines
-from ..errors import HangError, RankError
+from .errors import HangError, RankError
 from .magic import in_ipython, register, unregister
 from .options import (check_args, check_rendezvous, check_timeout,
                       placement, requested_backend)
@@ -356,7 +357,7 @@ class Cluster:
         """Every rank's Flight Recorder ledger, side by side, with the
         first divergence (chapter 5). Between runs the ranks answer on
         their main thread, so the ledger shows call sites too."""
-        from ..ledger import Ledger
+        from .ledger import Ledger
         self._ensure_ready()
         records = self._engines.call_each(self._ids, flight.record)
         return Ledger(self.world_size, dict(enumerate(records)))

@@ -5,8 +5,8 @@ ipyparallel engine, a separate Python process, and the functions here are
 what `ddpdemo.Cluster` sends to it (chapter 0, "How the live cluster
 works"). They set the rank's environment, arm a stack dump for hang
 diagnosis, form the process group and call the reader's code. The guard
-that ends an engine with its kernel is in ddpdemo.runtime.guard; devices are in
-ddpdemo.devices.
+that ends an engine with its kernel is in ddpdemo.runtime.guard; devices
+are in ddpdemo.runtime.devices.
 """
 import ast
 import datetime
@@ -16,7 +16,7 @@ import signal
 import socket
 import sys
 
-from ..devices import (current_device, gloo_interface, gpu_count,
+from .devices import (current_device, gloo_interface, gpu_count,
                        nccl_device, reachable_address)
 
 # Objects that must live as long as the engine: the open stack-dump file
@@ -26,7 +26,7 @@ _keep = {}
 
 
 # Where an engine's rank is found: ours (local, ssh), then the rank that
-# Open MPI, MPICH (PMI) or Slurm's srun gave its task (ddpdemo.batch).
+# Open MPI, MPICH (PMI) or Slurm's srun gave its task (ddpdemo.runtime.batch).
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 
@@ -113,7 +113,7 @@ def init_group(backend, rank, world_size, timeout_s, file_path=None,
                             local_rank=int(os.environ["LOCAL_RANK"]),
                             world_size=world_size, device=current_device())
     if arm:
-        from .. import flight
+        from . import flight
         flight.arm(rank, flight.store_spec(file_path=file_path, tcp=tcp))
     return dist.get_backend()
 

@@ -1,14 +1,14 @@
 """How a generation of engines becomes one torch.distributed group: which
 engine is which rank, each rank's environment, and init_process_group
-through a fresh store. Plumbing for ddpdemo.runtime.cluster (chapter 0, "How the
-live cluster works"); the code that runs on the ranks is ddpdemo.runtime.engine,
-and `engines` below is a ddpdemo.runtime.engines.Engines. `form` runs the steps
-in order; the backend for local ranks is chosen here too.
+through a fresh store. Plumbing for ddpdemo.runtime.cluster (chapter 0,
+"How the live cluster works"); the code that runs on the ranks is
+ddpdemo.runtime.engine, and `engines` below is a
+ddpdemo.runtime.engines.Engines. `form` runs the steps in order; the
+backend for local ranks is chosen here too.
 """
 import collections
 
-from .. import flight
-from . import engine
+from . import engine, flight
 
 
 def assign_ranks(engines, ids, world_size):
@@ -66,7 +66,7 @@ def local_backend(backend, world_size):
     per rank, else "gloo"; ValueError if "nccl" is asked without them."""
     if backend == "gloo":
         return backend
-    from ..devices import gpu_count
+    from .devices import gpu_count
     gpus = gpu_count()
     if backend == "nccl" and gpus < world_size:
         raise ValueError(f"backend='nccl' needs one GPU per rank: "

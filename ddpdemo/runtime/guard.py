@@ -1,7 +1,7 @@
 """Start an ipyparallel process that ends itself if its notebook dies.
 
-    python -m ddpdemo.runtime.guard PARENT_PID [--remove DIR] [--preload MODULE]
-                            MODULE [ARGS...]
+    python -m ddpdemo.runtime.guard PARENT_PID [--remove DIR]
+        [--preload MODULE] MODULE [ARGS...]
 
 Used by `Cluster` for the controller and every engine, spares included: a
 kernel killed with SIGKILL runs no clean-up, and its engines must not

@@ -22,9 +22,11 @@ def requested_backend(backend):
 
 def check_args(world_size, backend, timeout):
     if isinstance(world_size, bool) or not isinstance(world_size, int):
-        raise TypeError(f"world_size must be a positive int, got {world_size!r}")
+        raise TypeError(
+            f"world_size must be a positive int, got {world_size!r}")
     if world_size < 1:
-        raise ValueError(f"world_size must be a positive int, got {world_size}")
+        raise ValueError(
+            f"world_size must be a positive int, got {world_size}")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of "
                          f"{', '.join(map(repr, BACKENDS))}")

@@ -8,8 +8,8 @@ is restarted, because a restart kills the ranks that hold them.
 import dataclasses
 import signal
 
-from .. import flight
-from ..ledger import Ledger
+from . import flight
+from .ledger import Ledger
 from . import processes, watch
 
 

@@ -111,7 +111,7 @@ class LocalPlacement:
         return os.path.join(tmpdir, "stack-{}.txt")
 
     def engine_env(self):
-        from ..devices import loopback_interface
+        from .devices import loopback_interface
         return {"GLOO_SOCKET_IFNAME": loopback_interface()}
 
     def existing_client(self):

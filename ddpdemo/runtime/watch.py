@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 
-from ..errors import parse_stack
+from .errors import parse_stack
 from . import processes, waiting
 
 FAILURE_GRACE = 1.0   # s; after one rank fails, how long the rest get
@@ -132,7 +132,8 @@ def read_dumps(sent, wait=5.0):
         for r, (path, before, pid) in sent.items():
             if r in done:
                 continue
-            if not processes.alive(pid):    # first: after it, the file is final
+            # alive first: once the process is gone, its file is final
+            if not processes.alive(pid):
                 gone.add(r)
                 done[r] = True
                 continue

@@ -9,10 +9,12 @@
 // page is parsed, then whatever a figure writes as the reader moves
 // through it (a MutationObserver answers before the page is painted or
 // read aloud). Every string a figure can write is matched whole, as
-// interactive.py (and ledger.py, for the ledger's sentence) writes it;
-// one that matches nothing stays English and is named in the figure's
-// data-untranslated attribute (tests/test_site.py checks none is), so a
-// new sentence there needs its rule here. Vocabulary: i18n/zh/terms.md.
+// interactive.py writes it; one that matches nothing stays English and is
+// named in the figure's data-untranslated attribute (tests/test_site.py
+// checks none is), so a new sentence there needs its rule here. The
+// ledger's finding is not matched but rendered (`finding`), from the data
+// its figure carries (ddpdemo.ledger.Finding) beside its English.
+// Vocabulary: i18n/zh/terms.md.
 
 (function () {
   "use strict";
@@ -45,9 +47,6 @@
     "a bucket's all_reduce": "桶的 all_reduce",
     "(dead)": "（已退出）",
     "(no answer)": "（无应答）",
-    "no rank answered, so there is no ledger to compare.":
-      "没有 rank 应答，所以没有记录表可以比较。",
-    "no collectives recorded yet.": "还没有记录任何集合通信。",
     // default titles (interactive.py)
     "ring all-reduce, step by step": "环形 all-reduce，一步一步",
     "Backward and the buckets' all_reduce": "反向传播与各个桶的 all_reduce",
@@ -60,10 +59,8 @@
     "left": "离开"
   };
 
-  var RANKS = "(rank \\d+|ranks \\[[\\d, ]+\\])";   // errors.ranks_text
   var UNIT = {s: "秒", ms: "毫秒"};
 
-  function ranks(text) { return text.replace(/^ranks /, "rank "); }
   // A pattern from pieces of its source; a last piece "g" is its flag.
   function join() {
     var parts = Array.prototype.slice.call(arguments);
@@ -137,50 +134,56 @@
       return "rank " + m[1] + " 已退出，它的记录表也随之丢失。"; }],
     [/^rank (\d+) did not answer\.$/, function (m) {
       return "rank " + m[1] + " 没有应答。"; }],
-    // the ledger's first divergence (ledger.Ledger.divergence)
-    [new RegExp("^" + RANKS + " reached collective #(\\d+) \\((\\S+)\\), " +
-      "which " + RANKS + " never called: (.+)\\.$"), function (m) {
-        return ranks(m[1]) + " 到达了集合通信 #" + m[2] + "（" + m[3] +
-          "），而 " + ranks(m[4]) + " 从未调用它：" +
-          each(/rank (\d+) (?:stopped at #(\d+) \((\S+?)\)|recorded none)/g,
-            m[5], function (s) {
-              return "rank " + s[1] + (s[2] ? " 停在了 #" + s[2] + "（" +
-                s[3] + "）" : " 没有记录任何集合通信");
-            }) + "。";
-      }],
-    [/^the ranks disagree at collective #(\d+): (.+)\.$/, function (m) {
-      return "各 rank 在集合通信 #" + m[1] + " 处不一致：" +
-        each(new RegExp("(.+?) on " + RANKS + "(?:, |$)", "g"), m[2],
-          function (s) { return ranks(s[2]) + " 上是 " + s[1]; }) + "。"; }],
-    [new RegExp("^" + RANKS + " died, and its ledger with it; the others " +
-      "all reached collective #(\\d+) \\((\\S+)\\) and agree up to it\\.$"),
-      function (m) { return ranks(m[1]) + " 已退出，它的记录表也随之丢失；" +
-        "其余 rank 都到达了集合通信 #" + m[2] + "（" + m[3] +
-        "），到此为止都一致。"; }],
-    [new RegExp("^" + RANKS + " did not answer; the others agree up to " +
-      "collective #(\\d+)\\.$"), function (m) { return ranks(m[1]) +
-        " 没有应答；其余 rank 到集合通信 #" + m[2] + " 为止都一致。"; }],
-    [new RegExp("^the Flight Recorder is off on " + RANKS + " \\(buffer " +
-      "size 0\\), so no collectives were recorded and there is no ledger " +
-      "to compare\\.$"), function (m) { return ranks(m[1]) +
-        " 上的 Flight Recorder 已关闭（缓冲区大小为 0），所以没有记录任何" +
-        "集合通信，也就没有记录表可以比较。"; }],
-    [join("^no divergence: every rank recorded the same collectives, ",
-          "#(\\d+) to #(\\d+), in the same order\\.(?: But #(\\d+) paired ",
-          "different call sites: (.+)\\.)?$"),
-      function (m) {
-        return "没有分歧：每个 rank 都按相同的顺序记录了相同的集合通信，#" +
-          m[1] + " 到 #" + m[2] + "。" + (m[3] ? "但 #" + m[3] +
-          " 配对的调用位置不同：" + each(new RegExp("(.+?) on " + RANKS +
-            "(?:, |$)", "g"), m[4], function (s) {
-              return ranks(s[2]) + " 上是 " + s[1]; }) + "。" : "");
-      }],
     // last: a rank's event, "rank 1, " and a label or sentence above
     [/^rank (\d+), (.+)$/, function (m) { return "rank " + m[1] + "，" +
       tr(m[2]); }]
   ];
 
+  // The ledger's finding in Chinese, from its data (ddpdemo.ledger.Finding,
+  // where each kind and field is described; Finding.sentence writes the
+  // English from the same data).
+  function rankList(rs) {                 // errors.ranks_text, in Chinese
+    return rs.length === 1 ? "rank " + rs[0] : "rank [" + rs.join(", ") + "]";
+  }
+  function called(c) { return c.op + (c.what ? " " + c.what : ""); }
+  function finding(d) {
+    switch (d.kind) {
+      case "off":
+        return rankList(d.ranks) + " 上的 Flight Recorder 已关闭（缓冲区大小为 " +
+          "0），所以没有记录任何集合通信，也就没有记录表可以比较。";
+      case "unanswered":
+        return "没有 rank 应答，所以没有记录表可以比较。";
+      case "disagree":
+        return "各 rank 在集合通信 #" + d.seq + " 处不一致：" +
+          d.ops.map(function (c) {
+            return rankList(c.ranks) + " 上是 " + called(c); }).join("；") +
+          "。";
+      case "missing":
+        return rankList(d.ops[0].ranks) + " 到达了集合通信 #" + d.seq + "（" +
+          d.ops[0].op + "），而 " + rankList(d.ranks) + " 从未调用它：" +
+          d.stopped.map(function (s) {
+            return "rank " + s.rank + (s.seq ? " 停在了 #" + s.seq + "（" +
+              s.op + "）" : " 没有记录任何集合通信"); }).join("；") + "。";
+      case "dead":
+        return rankList(d.ranks) + " 已退出，它的记录表也随之丢失；其余 rank " +
+          "都到达了集合通信 #" + d.seq + "（" + d.ops[0].op + "），到此为止都一致。";
+      case "silent":
+        return rankList(d.ranks) + " 没有应答；其余 rank 到集合通信 #" + d.seq +
+          " 为止都一致。";
+      case "empty":
+        return "还没有记录任何集合通信。";
+      case "agree":
+        return "没有分歧：每个 rank 都按相同的顺序记录了相同的集合通信，#" +
+          d.first + " 到 #" + d.seq + "。" + (d.sites.length ? "但 #" +
+          d.site_seq + " 配对的调用位置不同：" + d.sites.map(function (s) {
+            return rankList(s.ranks) + " 上是 " + s.site; }).join("；") +
+          "。" : "");
+    }
+    return null;                          // a kind this script predates
+  }
+
   var missed = null;                  // the figure being translated's list
+  var shown = null;                   // its data (the ledger's: a finding)
 
   // The Chinese of one string a figure shows; the string itself when it
   // needs none (no Latin word: numbers, "#2", "-"; or Chinese already).
@@ -188,6 +191,10 @@
     if (!/[A-Za-z]{2}/.test(text) || HAN.test(text)) return text;
     // the ledger's sentence is capitalised where it opens the live line
     var lower = text[0].toLowerCase() + text.slice(1);
+    if (shown && shown.finding && lower === shown.divergence) {
+      var zh = finding(shown.finding);
+      if (zh) return zh;
+    }
     if (WORDS.hasOwnProperty(text)) return WORDS[text];
     if (WORDS.hasOwnProperty(lower)) return WORDS[lower];
     for (var i = 0; i < RULES.length; i++) {
@@ -224,10 +231,13 @@
 
   function watch(root) {
     var list = [];
+    var block = root.querySelector("script[data-figure]");
+    var data = block ? JSON.parse(block.textContent) : null;
     function run(el) {
       missed = list;
+      shown = data;
       translate(root, el);
-      missed = null;
+      missed = shown = null;
       if (list.length) {
         root.setAttribute("data-untranslated", list.join("\n"));
         console.warn("ddpdemo figure: no Chinese for", list);

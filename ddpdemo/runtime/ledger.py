@@ -1,0 +1,296 @@
+"""Reading torch's Flight Recorder: each rank's ledger of collectives, side
+by side, and one sentence naming where the ranks first diverge.
+
+Pure functions over the dumps the ranks produce (`ddpdemo.flight.record`),
+so they can be tested on recorded dumps without a process group. The
+field names are the dump's own (`collective_seq_id`, `profiling_name`,
+`input_sizes`, ...), the ones torch's offline analyzer reads in
+`torch/distributed/flight_recorder/components/types.py`; like it, we match
+collectives across ranks by `collective_seq_id` within one process group.
+Introduced in chapter 5, "Diagnosis 4: the Flight Recorder".
+
+What the comparison finds is data (`Finding`: a kind, a collective
+number, ranks, ops), which the report's English (`Finding.sentence`,
+here) and the Chinese site's figures (ddpdemo/book/static/zhfigures.js)
+each render in one place; RankError and the diagnosis exercises read the
+data, never the sentence.
+"""
+import collections
+import dataclasses
+import os
+
+from . import flight
+from .errors import in_module, ranks_text, short_path
+from . import engine
+
+SHOWN = 4            # collectives per rank in the side-by-side view
+_HIDDEN = ("torch/", "contextlib.py")
+# ddpdemo's own frames between the reader's code and the collective,
+# found by reference (errors.in_module), so a move cannot unhide them.
+_HIDDEN_MODULES = (engine, flight)
+
+
+def site(frames):
+    """`caller > callee`: the two innermost frames outside torch, where a
+    collective was called from (frames are innermost first in the dump)."""
+    names = [f["name"] for f in frames
+             if not any(h in short_path(f["filename"]).replace(os.sep, "/")
+                        for h in _HIDDEN)
+             and not any(in_module(f["filename"], m)
+                         for m in _HIDDEN_MODULES)
+             and not short_path(f["filename"]).startswith("torch")]
+    return " > ".join(reversed(names[:2]))
+
+
+def entries(dump, group="default_pg"):
+    """One rank's collectives in `group` (the default group unless named),
+    oldest first, as small dicts: seq, op, what (sizes and dtypes),
+    retired (no longer tracked by the backend), site (or "")."""
+    out = []
+    for e in dump.get("entries", []):
+        if e.get("is_p2p") or e["process_group"][1] != group:
+            continue
+        sizes = ",".join(str(list(s)) for s in e.get("input_sizes", []))
+        dtypes = sorted(set(e.get("input_dtypes", [])))
+        out.append(dict(seq=e["collective_seq_id"],
+                        op=e["profiling_name"].split(":", 1)[-1],
+                        backend=e["profiling_name"].split(":", 1)[0],
+                        what=" ".join([sizes] + dtypes).strip(),
+                        state=e["state"], retired=e.get("retired", False),
+                        site=site(e.get("frames") or [])))
+    return sorted(out, key=lambda e: e["seq"])
+
+
+# What the ranks that called one collective number called there.
+Called = collections.namedtuple("Called", "op what ranks")
+# Where a rank that never called it stopped: its last number and op (0
+# and "" when it recorded none).
+Stopped = collections.namedtuple("Stopped", "rank seq op")
+# One call site that a collective number joined, and on which ranks.
+Site = collections.namedtuple("Site", "site ranks")
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """What comparing the ranks' ledgers found, as data. `kind`:
+
+        off         the Flight Recorder is off on `ranks`
+        unanswered  no rank answered
+        disagree    at collective `seq` the ranks called different `ops`
+        missing     `ops[0].ranks` reached `seq`, which `ranks` never
+                    called; `stopped` says where each of them stopped
+        dead        `ranks` died; the others reached `seq` (`ops[0]`)
+                    and agree up to it
+        silent      `ranks` did not answer; the others agree up to `seq`
+        empty       no collectives recorded yet
+        agree       every rank recorded `first` to `seq` alike; `sites`:
+                    the call sites that number `site_seq` paired, where
+                    they differ
+    """
+    kind: str
+    seq: int = 0
+    ranks: tuple = ()
+    ops: tuple = ()          # Called, at seq
+    stopped: tuple = ()      # Stopped, one per rank in `ranks` (missing)
+    first: int = 0
+    site_seq: int = 0
+    sites: tuple = ()        # Site, at site_seq
+
+    # The kinds that name where the ranks part (a dead rank does too,
+    # whatever the kind: Ledger.diverged).
+    DIVERGED = frozenset({"disagree", "missing", "dead", "silent"})
+
+    @property
+    def diverged(self):
+        return self.kind in self.DIVERGED
+
+    def data(self):
+        """The finding as plain JSON data (what a figure carries): the
+        named tuples become objects."""
+        def plain(value):
+            if hasattr(value, "_asdict"):
+                return {k: plain(v) for k, v in value._asdict().items()}
+            if isinstance(value, (tuple, list)):
+                return [plain(v) for v in value]
+            return value
+        return {f.name: plain(getattr(self, f.name))
+                for f in dataclasses.fields(self)}
+
+    def sentence(self):
+        """The finding in English: the one place the report's sentence is
+        written (lower case; the report capitalises it)."""
+        k = self.kind
+        if k == "off":
+            return (f"the Flight Recorder is off on {ranks_text(self.ranks)} "
+                    f"(buffer size 0), so no collectives were recorded "
+                    f"and there is no ledger to compare.")
+        if k == "unanswered":
+            return "no rank answered, so there is no ledger to compare."
+        if k == "disagree":
+            parts = [f"{c.op}{' ' + c.what if c.what else ''} "
+                     f"on {ranks_text(c.ranks)}" for c in self.ops]
+            return (f"the ranks disagree at collective #{self.seq}: "
+                    + ", ".join(parts) + ".")
+        if k == "missing":
+            before = "; ".join(
+                f"rank {s.rank} stopped at #{s.seq} ({s.op})" if s.seq
+                else f"rank {s.rank} recorded none" for s in self.stopped)
+            reached = self.ops[0]
+            return (f"{ranks_text(reached.ranks)} reached collective "
+                    f"#{self.seq} ({reached.op}), which "
+                    f"{ranks_text(self.ranks)} never called: {before}.")
+        if k == "dead":
+            return (f"{ranks_text(self.ranks)} died, and its ledger with "
+                    f"it; the others all reached collective #{self.seq} "
+                    f"({self.ops[0].op}) and agree up to it.")
+        if k == "silent":
+            return (f"{ranks_text(self.ranks)} did not answer; the others "
+                    f"agree up to collective #{self.seq}.")
+        if k == "empty":
+            return "no collectives recorded yet."
+        sites = "" if not self.sites else (
+            f" But #{self.site_seq} paired different call sites: "
+            + ", ".join(f"{s.site} on {ranks_text(s.ranks)}"
+                        for s in self.sites) + ".")
+        return (f"no divergence: every rank recorded the same collectives, "
+                f"#{self.first} to #{self.seq}, in the same order." + sites)
+
+
+class Ledger:
+    """Every rank's recorded collectives and the first divergence.
+
+    records: {rank: what `flight.record` returned, or None (no answer)};
+    dead: ranks whose process is gone. `str(ledger)` is the side-by-side
+    view and the sentence; `.finding` is what the comparison found, as
+    data, and `.divergence` its sentence.
+    """
+
+    def __init__(self, world_size, records, dead=()):
+        self.world_size = world_size
+        self.dead = sorted(dead)
+        self.records = {r: records.get(r) for r in range(world_size)
+                        if r not in self.dead}
+        self.off = sorted(r for r, rec in self.records.items()
+                          if rec is not None and rec["buffer_size"] <= 0)
+        self.silent = sorted(r for r, rec in self.records.items()
+                             if rec is None)
+        self.by_rank = {r: entries(rec["dump"])
+                        for r, rec in self.records.items()
+                        if rec is not None and r not in self.off}
+        self.finding = self._compare()
+        self.divergence = self.finding.sentence()
+
+    # -- the finding ------------------------------------------------------
+    def _compare(self):
+        if self.off:
+            return Finding("off", ranks=tuple(self.off))
+        ledgers = self.by_rank
+        if not ledgers:
+            return Finding("unanswered")
+        # Compare only what every answering rank still holds: the ring
+        # buffer forgets the oldest entries first.
+        first = max((e[0]["seq"] for e in ledgers.values() if e), default=1)
+        last = {r: (e[-1] if e else None) for r, e in ledgers.items()}
+        top = max((e["seq"] for e in last.values() if e), default=0)
+        for seq in range(first, top + 1):
+            at = {r: next((e for e in es if e["seq"] == seq), None)
+                  for r, es in ledgers.items()}
+            kinds = {}
+            for r, e in at.items():
+                if e is not None:
+                    kinds.setdefault((e["op"], e["what"]), []).append(r)
+            called = tuple(Called(op, what, tuple(rs))
+                           for (op, what), rs in kinds.items())
+            if len(kinds) > 1:
+                return Finding("disagree", seq=seq, ops=called)
+            missing = [r for r, e in at.items() if e is None]
+            if missing:
+                stopped = tuple(
+                    Stopped(r, last[r]["seq"], last[r]["op"]) if last[r]
+                    else Stopped(r, 0, "") for r in missing)
+                return Finding("missing", seq=seq, ranks=tuple(missing),
+                               ops=called, stopped=stopped)
+        if self.dead and top:
+            reached = [r for r, e in last.items() if e and e["seq"] == top]
+            e = last[reached[0]]
+            return Finding("dead", seq=top, ranks=tuple(self.dead),
+                           ops=(Called(e["op"], e["what"],
+                                       tuple(reached)),))
+        if self.silent:
+            return Finding("silent", seq=top, ranks=tuple(self.silent))
+        if not top:
+            return Finding("empty")
+        return Finding("agree", seq=top, first=first,
+                       **self._sites_differ(first, top))
+
+    def _sites_differ(self, first, top):
+        """Collectives pair by sequence number, whatever called them: the
+        first number that joined different call sites (when recorded)."""
+        for seq in range(first, top + 1):
+            sites = {}
+            for r, es in self.by_rank.items():
+                e = next((e for e in es if e["seq"] == seq), None)
+                if e is not None and e["site"]:
+                    sites.setdefault(e["site"], []).append(r)
+            if len(sites) > 1:
+                return dict(site_seq=seq, sites=tuple(
+                    Site(s, tuple(rs)) for s, rs in sites.items()))
+        return {}
+
+    # -- the view ---------------------------------------------------------
+    def table(self, shown=SHOWN):
+        """The last `shown` collective numbers, one row each, one column a
+        rank: `op sizes dtypes [state] [(pending)] [@ site]`; `-` where a
+        rank has no such collective."""
+        ledgers = self.by_rank
+        top = max((e[-1]["seq"] for e in ledgers.values() if e), default=0)
+        if not top:
+            return []
+        seqs = range(max(1, top - shown + 1), top + 1)
+        columns = {}
+        for r in range(self.world_size):
+            if r in self.dead:
+                columns[r] = ["(dead)"] + [""] * (len(seqs) - 1)
+                continue
+            if r in self.silent:
+                columns[r] = ["(no answer)"] + [""] * (len(seqs) - 1)
+                continue
+            cells = []
+            for seq in seqs:
+                e = next((e for e in ledgers[r] if e["seq"] == seq), None)
+                # gloo leaves every state at "scheduled"; NCCL moves it on
+                cells.append("-" if e is None else " ".join(filter(None, [
+                    e["op"], e["what"],
+                    "" if e["state"] == "scheduled" else e["state"],
+                    "" if e["retired"] else "(pending)",
+                    f"@ {e['site']}" if e["site"] else ""])))
+            columns[r] = cells
+        width = {r: max(len(f"rank {r}"), *map(len, c))
+                 for r, c in columns.items()}
+        head = "  #  " + "  ".join(f"rank {r}".ljust(width[r])
+                                   for r in columns)
+        rows = [head.rstrip()]
+        for i, seq in enumerate(seqs):
+            rows.append((f"{seq:>3}  " + "  ".join(
+                columns[r][i].ljust(width[r]) for r in columns)).rstrip())
+        return rows
+
+    @property
+    def diverged(self):
+        """True when the finding names where the ranks part, or a rank
+        died."""
+        return bool(self.dead) or self.finding.diverged
+
+    def __str__(self):
+        backend = next((es[0]["backend"] for es in self.by_rank.values()
+                        if es), None)
+        lines = [f"Flight Recorder ledger"
+                 f"{' (' + backend + ')' if backend else ''}:"]
+        lines += ["  " + row for row in self.table()]
+        sentence = self.divergence[0].upper() + self.divergence[1:]
+        lines.append(("First divergence: " + self.divergence)
+                     if self.diverged and not self.dead else sentence)
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return str(self)
