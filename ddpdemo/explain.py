@@ -204,7 +204,9 @@ def _frames(ev, rank, parting):
 
 
 def _calls(frames, func, path_end=""):
-    return any(fn == func and p.replace("\\", "/").endswith(path_end)
+    # py-spy names methods with their class (`Tensor.backward`).
+    return any(fn.split(".")[-1] == func
+               and p.replace("\\", "/").endswith(path_end)
                for p, _, fn in frames)
 
 
@@ -230,8 +232,7 @@ def no_partner(ev, parting, op, ranks):
     if op.split()[0] == "all_reduce" and all(
             _calls(_frames(ev, r, parting), "backward") for r in ranks):
         return (f"a gradient all_reduce in backward on {ranks_text(ranks)} "
-                f"with no partner: the other ranks never joined it (one "
-                f"more batch than they had)")
+                f"with no partner: the other ranks never joined it")
 
 
 def host_waits(ev, parting, op, ranks):
@@ -239,7 +240,7 @@ def host_waits(ev, parting, op, ranks):
         stack = _main_thread(ev.stacks.get(r, []))
         if not stack or not _is_own(stack[0][0]):
             continue
-        line = _source(stack[0][0], stack[0][1])
+        line = _source(stack[0][0], stack[0][1]).split("#")[0].strip()
         if _WAITS.search(line):
             return (f"rank {r}'s host waits for the result of collective "
                     f"#{parting.seq} at {stack[0][0]}:{stack[0][1]} "
@@ -323,12 +324,14 @@ def explain(paths):
         p.pattern = recognise(ev, p)
         if p.pattern:
             named.append(p.pattern[0])
-            out += [f"  #{p.seq}: {p.pattern[1]}.",
+            where = "" if p.group == "0" else f"group {p.group}, "
+            out += [f"  {where}#{p.seq}: {p.pattern[1]}.",
                     f"    See {link(p.pattern[0])}"]
     for r, words in died.items():
         named.append("dead-rank")
-        out += [f"  rank {r} died ({words}); the ranks waiting for it "
-                f"hang until their timeout.", f"    See {link('dead-rank')}"]
+        out += [f"  rank {r} died ({words}): a collective the others "
+                f"are in with it cannot complete.",
+                f"    See {link('dead-rank')}"]
     if not named:
         out.append("  none of the book's patterns fits this evidence.")
     out += ["", "What this cannot tell:"] + [
@@ -369,7 +372,7 @@ def _cannot(ev, world, parted, died):
         out.append("which collectives had started or completed: gloo "
                    "leaves every entry \"scheduled\" (an NCCL job's dumps "
                    "say \"started\", \"completed\")")
-    if parted and not any(p.pattern for p in parted):
+    if parted and not died and not any(p.pattern for p in parted):
         out.append("why the ranks part: the stacks and call sites show "
                    "none of the book's patterns")
     return out or ["nothing more to add"]

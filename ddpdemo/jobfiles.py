@@ -9,6 +9,7 @@ from another torch, a stack file with no Python frame, dumps of two jobs.
 Frames are (path, line, function), innermost first, paths shortened as
 the book prints them (`torch/...`, `ddpdemo/...`).
 """
+import functools
 import os
 import pickle
 import re
@@ -68,6 +69,7 @@ def read(paths):
 
 # -- Flight Recorder dumps ---------------------------------------------------
 
+@functools.cache
 def writer_version():
     """The dump format this torch writes (its dumps' "version")."""
     from torch._C._distributed_c10d import _dump_fr_trace

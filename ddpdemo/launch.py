@@ -83,6 +83,7 @@ def dump_flight_recorder(rank, stacks=True):
     raw = _dump_fr_trace(includeCollectives=True,
                          includeStackTraces=stacks, onlyActive=False)
     path = f"{prefix}{rank}"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path + ".tmp", "wb") as f:
         f.write(raw)
     os.replace(path + ".tmp", path)
@@ -149,12 +150,15 @@ def exit_if_stuck(problem, report):
     once: status 1 for the stuck ranks, 0 for the others, so torchrun
     names the stuck ones. Returns if no rank got stuck."""
     rank = dist.get_rank()
+    if problem is not None:   # first, in case the others are gone
+        dump_flight_recorder(rank)   # if TORCH_FR_DUMP_TEMP_FILE is set
     problems = [None] * dist.get_world_size()
     dist.all_gather_object(problems, problem, group=report)
     stuck = [r for r, p in enumerate(problems) if p is not None]
     if not stuck:
         return
-    dump_flight_recorder(rank)   # if TORCH_FR_DUMP_TEMP_FILE is set
+    if problem is None:
+        dump_flight_recorder(rank)
     if rank not in stuck:
         who = (f"rank {stuck[0]} is" if len(stuck) == 1
                else f"ranks {stuck} are")

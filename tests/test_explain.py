@@ -67,7 +67,8 @@ def py_spy(pid):
 def shows(text, want):
     """Whether py-spy's dump's main thread shows `want` (see JOBS)."""
     main = text.split('"MainThread"', 1)[-1].split("\nThread ")[0]
-    funcs = re.findall(r"^\s+(\S+) \(", main, re.M)
+    funcs = [f.split(".")[-1]     # py-spy writes `Tensor.backward`
+             for f in re.findall(r"^\s+(\S+) \(", main, re.M)]
     return (funcs[:1] == [want[1:]]) if want.startswith("=") \
         else want in funcs
 
@@ -180,7 +181,7 @@ def test_each_pattern_names_ranks_collective_and_section(jobs, name, stuck,
     assert parts and int(parts[0][0]) == seq, text
     assert side in parts[0][1] and "rank 1" in parts[0][1], text
     assert section(text) == [explain.link(name)], text
-    assert f"#{seq}: " in text.split("What it is:")[1], text
+    assert f"  #{seq}: " in text.split("What it is:")[1], text
     for r in stuck:
         assert re.search(rf"rank {r}: (waiting in|at) \S+ \(", text), text
 
@@ -192,9 +193,8 @@ def test_a_rank_killed_with_9(jobs):
                   folder / "torchrun.log")
     assert "rank 1: gone: killed by signal 9 (SIGKILL)" in text, text
     # Rank 0 waited in all_reduce #3: rank 1 stalled before its third.
-    assert re.search(r"collective #3: all_reduce \[4\] Float on rank 0 "
-                     r"\(from main > stall\), still in progress; no dump "
-                     r"from rank 1", text), text
+    assert re.search(r"collective #3: all_reduce \[4\] Float on rank 0"
+                     r".*; no dump from rank 1", text), text
     assert section(text) == [explain.link("dead-rank")], text
     assert not (folder / "fr" / "rank_1").exists()   # it died dumpless
 

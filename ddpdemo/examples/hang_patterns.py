@@ -23,6 +23,7 @@ Scenarios (--timeout bounds each hang, 8 s by default):
 """
 import argparse
 import contextlib
+import datetime
 import sys
 import time
 
@@ -36,7 +37,7 @@ from ddpdemo.ddp import mlp
 BUSY = 1.5   # a "busy" rank sleeps this many timeouts: past the hang
 
 
-def ddp_forward(rank, busy_s):
+def ddp_forward(rank, timeout_s):
     torch.manual_seed(0)
     model = DDP(torch.nn.Sequential(torch.nn.Linear(3, 4),
                                     torch.nn.BatchNorm1d(4)))
@@ -47,7 +48,7 @@ def ddp_forward(rank, busy_s):
     dist.barrier()                           # end of epoch
 
 
-def rank0_branch(rank, busy_s, group=None):
+def rank0_branch(rank, timeout_s, group=None):
     grads = torch.ones(8)
     dist.all_reduce(grads, group=group)      # a training step
     if rank == 0:
@@ -56,21 +57,21 @@ def rank0_branch(rank, busy_s, group=None):
     dist.barrier(group=group)                # end of epoch
 
 
-def wait(rank, busy_s):
+def wait(rank, timeout_s):
     t = torch.ones(4)
     dist.all_reduce(t)
     if rank == 0:
         work = dist.all_reduce(t, async_op=True)
         work.wait()                          # the host needs the result
     else:
-        time.sleep(busy_s)                   # still busy
+        time.sleep(BUSY * timeout_s)         # still busy
 
 
-def stall(rank, busy_s):
+def stall(rank, timeout_s):
     t = torch.ones(4)
     for step in range(3):
         if rank == 1 and step == 2:
-            time.sleep(busy_s)               # stalls; killed here
+            time.sleep(BUSY * timeout_s)     # stalls; killed here
         dist.all_reduce(t)
 
 
@@ -83,10 +84,12 @@ def uneven(rank, group):
     dist.barrier(group=group)                # end of epoch
 
 
-def two_hangs(rank, busy_s):
-    pairs = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+def two_hangs(rank, timeout_s):
+    bound = datetime.timedelta(seconds=timeout_s)   # else 30 minutes
+    pairs = [dist.new_group([0, 1], timeout=bound),
+             dist.new_group([2, 3], timeout=bound)]
     if rank in (0, 1):
-        rank0_branch(rank, busy_s, pairs[0])
+        rank0_branch(rank, timeout_s, pairs[0])
     else:
         uneven(rank, pairs[1])
 
@@ -104,7 +107,7 @@ def main():
     report = launch.report_group()
     problem = None
     try:
-        SCENARIOS[args.scenario](rank, BUSY * args.timeout)
+        SCENARIOS[args.scenario](rank, args.timeout)
     except RuntimeError as error:     # the group's timeout ran out
         reason = str(error).splitlines()[0].split("] ")[-1]
         problem = f"rank {rank} is stuck ({reason})"
