@@ -304,7 +304,8 @@ def explain(paths):
     for r in world:
         stack = _main_thread(ev.stacks.get(r, []))
         where = (("waiting in " if stack[0][0].startswith("torch/")
-                  else "at ") + _where(stack)) if stack else "no stack"
+                  else "at ") + _where(stack)) if stack else (
+            "no stack" + _last(ev.dumps.get(r)))
         if r in died:
             where = f"gone: {died[r]} (torchrun); last stack: {where}"
         elif r in ev.failures:
@@ -339,6 +340,21 @@ def explain(paths):
     return "\n".join(out)
 
 
+def _last(dump):
+    """`; its last collective: #2 barrier (from f > g)`, from a dump:
+    the default group's, if it has any."""
+    entries = dump["entries"] if dump else []
+    entries = [e for e in entries if e["process_group"][0] == "0"] or entries
+    if not entries:
+        return ""
+    e = max(entries, key=lambda e: e["time_created_ns"])
+    site = ledger.site(e.get("frames") or [])
+    group = "" if e["process_group"][0] == "0" else \
+        f" of group {e['process_group'][0]}"
+    return (f"; its last collective{group}: #{e['collective_seq_id']} "
+            f"{_op(e)}" + (f" (from {site})" if site else ""))
+
+
 def _read(ev):
     out = []
     if ev.dumps:
@@ -354,7 +370,8 @@ def _cannot(ev, world, parted, died):
     out = []
     no_stack = [r for r in world if r not in ev.stacks]
     if no_stack:
-        out.append(f"where {ranks_text(no_stack)} stood: no stack")
+        out.append(f"where in their code {ranks_text(no_stack)} stood: "
+                   f"no stack (a dump has only its collectives' call sites)")
     for pid, _ in ev.unranked:
         out.append(f"whose stack process {pid} is: put `RANK=N` on the "
                    f"line before each, as step 0's one-liner does")
