@@ -104,7 +104,7 @@ def _source(path, line):
 
 class Parting:
     """Where one group's ledgers first differ: `seq`; `sides` [(op,
-    ranks, site, pending)] for the ranks that called it; `missing`
+    ranks, site, state)] for the ranks that called it; `missing`
     {rank: (last seq, op) or None} for those that never did; `no_dump`
     members with no dump."""
 
@@ -117,10 +117,11 @@ class Parting:
         name = ("the default group" if self.group == "0"
                 else f"group {self.group}")
         parts = []
-        for op, ranks, site, pending in self.sides:
+        for op, ranks, site, state in self.sides:
+            # gloo leaves every entry "scheduled"; NCCL's move on.
             parts.append(f"{op} on {ranks_text(ranks)}"
                          + (f" (from {site})" if site else "")
-                         + (", still in progress" if pending else ""))
+                         + ("" if state == "scheduled" else f", {state}"))
         for r, last in self.missing.items():
             parts.append(f"rank {r} never called it (its last: "
                          f"#{last[0]} {last[1]})" if last else
@@ -176,8 +177,10 @@ def _parting(group, seq, kinds, at, have, no_dump):
     sides = []
     for op, ranks in kinds.items():
         e = at[ranks[0]]
+        # (Not whether it was retired: after a gloo collective fails,
+        # whether the dump still holds it as pending is a race.)
         sides.append((op, ranks, ledger.site(e.get("frames") or []),
-                      not all(at[r]["retired"] for r in ranks)))
+                      e["state"]))
     missing = {}
     for r, e in at.items():
         if e is None:
