@@ -123,8 +123,8 @@ def _check_one_job(evidence):
     if len(by_rank) < 2 or not all(by_rank.values()):
         return
     shared = set.intersection(*(set(s) for s in by_rank.values()))
-    past = [s for s in sorted(shared)
-            if all(max(es) > s for es in by_rank.values())]
+    lowest_top = min(max(es) for es in by_rank.values())
+    past = [s for s in sorted(shared) if s < lowest_top]
     if not past:
         return
     at = {r: es[past[0]] for r, es in by_rank.items()}
