@@ -33,7 +33,7 @@ RING_BYTES = 16 * 2 ** 20
 TARGETS = {"ready_vs_torchrun": ("<=", 1.5), "torchrun_vs_rerun": (">=", 50),
            "recover_s": ("<=", 1.0), "recover_p95_s": ("<=", 0.3),
            "book_nbval_s": ("<=", 100.0),
-           "fr_rerun_ratio": ("<=", 1.05)}
+           "fr_rerun_ratio": ("<=", 1.05), "explain_8x2000_s": ("<=", 2.0)}
 # s a hang may take past its timeout: stacks and ledgers are gathered
 # side by side (issue 24), so 4 ranks are named as fast as 2.
 DETECT_SLACK = 0.3
@@ -234,6 +234,7 @@ def chapter_seconds(durations, names):
 def measure(full=False, book=True, chapters=()):
     reps = 5 if full else 3
     r = {}
+    r.update(explain_speed())
     r["torchrun_oneshot_s"] = torchrun_oneshot(reps)
     r["cluster_ready_s"], cluster = cluster_ready(reps)
     r["ready_vs_torchrun"] = r["cluster_ready_s"] / r["torchrun_oneshot_s"]
@@ -277,6 +278,49 @@ def measure(full=False, book=True, chapters=()):
         per, r["book_nbval_s"], r["book_nbval_passed"] = book_nbval(chapters)
         r["chapter_nbval_s"] = per
     return r
+
+
+def explain_speed(world_size=8, entries=2000, reps=3):
+    """`python -m ddpdemo.explain` on 8 ranks' dumps of 2000 entries
+    (issue 33): real entries, with their call sites, that a one-rank gloo
+    group records here; copied as ranks 0..7, the last rank one
+    collective short. Median seconds of the analysis in this process
+    (torch imported), and of the whole command (importing torch too)."""
+    import pickle
+    import tempfile
+    import torch
+    import torch.distributed as dist
+    from torch._C._distributed_c10d import _dump_fr_trace
+    from . import explain
+    os.environ["TORCH_FR_BUFFER_SIZE"] = str(entries)  # read at init
+    with tempfile.TemporaryDirectory(prefix="ddpdemo-explain-") as folder:
+        dist.init_process_group("gloo", rank=0, world_size=1,
+                                store=dist.HashStore())
+        try:
+            t = torch.ones(4)
+            for _ in range(entries):
+                dist.all_reduce(t)
+            dump = pickle.loads(_dump_fr_trace(
+                includeCollectives=True, includeStackTraces=True,
+                onlyActive=False))
+        finally:
+            dist.destroy_process_group()
+        for rank in range(world_size):
+            cut = dump["entries"][:entries - (rank == world_size - 1)]
+            with open(os.path.join(folder, f"rank_{rank}"), "wb") as f:
+                pickle.dump(dict(dump, entries=cut), f)
+        times, whole = [], []
+        for _ in range(reps):
+            start = time.perf_counter()
+            text = explain.explain([folder])
+            times.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "ddpdemo.explain", folder],
+                           capture_output=True, check=True)
+            whole.append(time.perf_counter() - start)
+        assert f"collective #{entries}:" in text, text
+    return {"explain_8x2000_s": statistics.median(times),
+            "explain_command_s": statistics.median(whole)}
 
 
 def _default_timeout():

@@ -17,7 +17,9 @@ torch.distributed.launch passes `--local-rank` (older versions
 import argparse
 import datetime
 import os
+import signal
 import sys
+import threading
 import time
 
 import torch
@@ -61,9 +63,68 @@ def init(backend="auto", timeout_s=60.0, argv=None):
     device = torch.device("cpu")
     if backend == "nccl":
         device = kwargs["device_id"] = nccl_device(lr)
+    if os.environ.get(DUMP_VAR):
+        arm_flight_dump(int(os.environ.get("RANK", 0)))
     dist.init_process_group(backend, timeout=datetime.timedelta(
         seconds=timeout_s), **kwargs)
     return dist.get_rank(), dist.get_world_size(), device
+
+
+# Where NCCL's watchdog writes each rank's Flight Recorder on a timeout
+# (with TORCH_NCCL_DUMP_ON_TIMEOUT=1): this prefix, then the rank. gloo
+# writes nothing itself (measured, torch 2.13), so with the variable set
+# the scripts write the same files: when a rank got stuck
+# (exit_if_stuck), when torchrun stops the job (SIGTERM), and on SIGUSR2.
+# `python -m ddpdemo.explain DIR` reads them.
+DUMP_VAR = "TORCH_FR_DUMP_TEMP_FILE"
+
+
+def dump_flight_recorder(rank, stacks=True):
+    """Write this rank's Flight Recorder dump (the pickle torch's analyzer
+    reads) to $TORCH_FR_DUMP_TEMP_FILE<rank>. stacks=False from a thread
+    while the main one may be stuck: resolving the call sites waits for
+    it (ddpdemo.flight). Returns the path, or None if the variable is
+    unset. Written whole or not at all (renamed into place)."""
+    prefix = os.environ.get(DUMP_VAR)
+    if not prefix:
+        return None
+    from torch._C._distributed_c10d import _dump_fr_trace
+    raw = _dump_fr_trace(includeCollectives=True,
+                         includeStackTraces=stacks, onlyActive=False)
+    path = f"{prefix}{rank}"
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path + ".tmp", "wb") as f:
+        f.write(raw)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def arm_flight_dump(rank):
+    """Dump this rank's Flight Recorder on SIGUSR2 (and carry on) or on
+    SIGTERM (then exit 143), even while the main thread is blocked in a
+    collective: a Python handler would run only when the collective
+    returns, so the signal wakes a thread instead, through the wakeup fd
+    (written by the C-level handler, in whichever thread got it). Call
+    from the main thread, before the group forms."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    for signum in (signal.SIGUSR2, signal.SIGTERM):
+        signal.signal(signum, lambda *_: None)   # the thread acts
+
+    def serve():
+        while True:
+            for signum in os.read(read_end, 64):
+                if signum not in (signal.SIGUSR2, signal.SIGTERM):
+                    continue
+                try:
+                    dump_flight_recorder(rank, stacks=False)
+                finally:
+                    if signum == signal.SIGTERM:
+                        os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=serve, name="ddpdemo-fr-dump",
+                     daemon=True).start()
 
 
 def print_ranked(*lines):
@@ -98,11 +159,15 @@ def exit_if_stuck(problem, report):
     once: status 1 for the stuck ranks, 0 for the others, so torchrun
     names the stuck ones. Returns if no rank got stuck."""
     rank = dist.get_rank()
+    if problem is not None:   # first, in case the others are gone
+        dump_flight_recorder(rank)   # if TORCH_FR_DUMP_TEMP_FILE is set
     problems = [None] * dist.get_world_size()
     dist.all_gather_object(problems, problem, group=report)
     stuck = [r for r, p in enumerate(problems) if p is not None]
     if not stuck:
         return
+    if problem is None:
+        dump_flight_recorder(rank)
     if rank not in stuck:
         who = (f"rank {stuck[0]} is" if len(stuck) == 1
                else f"ranks {stuck} are")

@@ -1,0 +1,121 @@
+r"""Hangs the book explains, one scenario each, as a real job leaves them:
+what `python -m ddpdemo.explain` is tested on (tests/test_explain.py),
+beside chapter 5's and chapter 8's scripts (the zero-first barrier and
+the gradient all_reduce with no partner).
+
+    TORCH_FR_DUMP_TEMP_FILE=/tmp/fr/rank_ torchrun --standalone \
+        --nproc-per-node 2 -m ddpdemo.examples.hang_patterns ddp-forward
+    python -m ddpdemo.explain /tmp/fr
+
+Scenarios (--timeout bounds each hang, 8 s by default):
+  ddp-forward   rank 0 validates through the DDP wrapper, whose forward
+                broadcasts buffers; rank 1 waits at the epoch's barrier
+                (chapter 8, ddp-validation-rank0)
+  rank0-branch  rank 0 alone all-reduces a metric inside `if rank == 0:`;
+                rank 1 waits at the epoch's barrier
+  wait          rank 0 starts an async all_reduce and waits for its
+                result; rank 1 is still busy (sleeps), never calling it
+  stall         rank 1 stalls (sleeps) before an all_reduce rank 0
+                waits in: a test kills rank 1 with -9 there
+  two-hangs     4 ranks, two pairs with a group each: in one, rank 0's
+                rank-0-only all_reduce; in the other, rank 2's extra
+                batch (DDP's gradient all_reduce with no partner)
+"""
+import argparse
+import contextlib
+import datetime
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from ddpdemo import launch
+from ddpdemo.ddp import mlp
+
+BUSY = 1.5   # a "busy" rank sleeps this many timeouts: past the hang
+
+
+def ddp_forward(rank, timeout_s):
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(3, 4),
+                                    torch.nn.BatchNorm1d(4)))
+    if rank == 0:
+        model.eval()
+        with torch.no_grad():
+            model(torch.ones(2, 3))          # broadcasts buffers
+    dist.barrier()                           # end of epoch
+
+
+def rank0_branch(rank, timeout_s, group=None):
+    grads = torch.ones(8)
+    dist.all_reduce(grads, group=group)      # a training step
+    if rank == 0:
+        metric = torch.tensor([3.0, 4.0])
+        dist.all_reduce(metric, group=group)     # rank 0 alone
+    dist.barrier(group=group)                # end of epoch
+
+
+def wait(rank, timeout_s):
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    if rank == 0:
+        work = dist.all_reduce(t, async_op=True)
+        work.wait()                          # the host needs the result
+    else:
+        time.sleep(BUSY * timeout_s)         # still busy
+
+
+def stall(rank, timeout_s):
+    t = torch.ones(4)
+    for step in range(3):
+        if rank == 1 and step == 2:
+            time.sleep(BUSY * timeout_s)     # stalls; killed here
+        dist.all_reduce(t)
+
+
+def uneven(rank, group):
+    """DDP over `group` (two ranks); the first has three batches."""
+    first = dist.get_process_group_ranks(group)[0]
+    model = DDP(mlp((4, 8, 2), seed=0), process_group=group)
+    for _ in range(3 if rank == first else 2):
+        model(torch.ones(2, 4)).pow(2).mean().backward()
+    dist.barrier(group=group)                # end of epoch
+
+
+def two_hangs(rank, timeout_s):
+    bound = datetime.timedelta(seconds=timeout_s)   # else 30 minutes
+    pairs = [dist.new_group([0, 1], timeout=bound),
+             dist.new_group([2, 3], timeout=bound)]
+    if rank in (0, 1):
+        rank0_branch(rank, timeout_s, pairs[0])
+    else:
+        uneven(rank, pairs[1])
+
+
+SCENARIOS = {"ddp-forward": ddp_forward, "rank0-branch": rank0_branch,
+             "wait": wait, "stall": stall, "two-hangs": two_hangs}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", choices=sorted(SCENARIOS))
+    parser.add_argument("--timeout", type=float, default=8.0)
+    args, _ = parser.parse_known_args()
+    rank, _, _ = launch.init(backend="gloo", timeout_s=args.timeout)
+    report = launch.report_group()
+    problem = None
+    try:
+        SCENARIOS[args.scenario](rank, args.timeout)
+    except RuntimeError as error:     # the group's timeout ran out
+        reason = str(error).splitlines()[0].split("] ")[-1]
+        problem = f"rank {rank} is stuck ({reason})"
+        print(f"[rank {rank}] {problem}", file=sys.stderr, flush=True)
+    with contextlib.suppress(RuntimeError):
+        launch.exit_if_stuck(problem, report)
+    launch.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Reading what a hung or failed job leaves behind: each rank's Flight
+Recorder dump, stack dumps (py-spy's `dump`, or faulthandler's), and
+torchrun's output. The input side of `python -m ddpdemo.explain`
+(ddpdemo.explain), introduced on the book's symptom page, step 0.
+
+`read(paths)` sorts every file by what it holds, not by its name, and
+raises BadInput (one line) for what cannot be read: a truncated dump, one
+from another torch, a stack file with no Python frame, dumps of two jobs.
+Frames are (path, line, function), innermost first, paths shortened as
+the book prints them (`torch/...`, `ddpdemo/...`).
+"""
+import functools
+import os
+import pickle
+import re
+
+from .errors import short_path
+
+
+class BadInput(ValueError):
+    """What cannot be read, in one line naming the file."""
+
+
+class Evidence:
+    """dumps {rank: dump dict}; stacks {rank: [(thread name, frames)]};
+    unranked [(pid, threads)] (stacks with no rank to them); failures
+    {rank: (exit code, pid, traceback line)} from torchrun's report, with
+    `root` the rank it names first; said {rank: [lines]} the ranks'
+    own `[rank N]`/`[rankN]:` lines; sources: a line per file read."""
+
+    def __init__(self):
+        self.dumps, self.stacks, self.unranked = {}, {}, []
+        self.failures, self.root, self.said = {}, None, {}
+        self.log, self.sources = False, []
+
+
+def read(paths):
+    """Evidence from files and directories (searched recursively)."""
+    files = []
+    for path in paths:
+        if os.path.isdir(path):
+            found = sorted(os.path.join(d, f) for d, _, names
+                           in os.walk(path) for f in names)
+            if not found:
+                raise BadInput(f"{path}: an empty directory")
+            files += found
+        elif os.path.isfile(path):
+            files.append(path)
+        else:
+            raise BadInput(f"{path}: no such file or directory")
+    evidence = Evidence()
+    for path in files:
+        with open(path, "rb") as f:
+            head = f.read(2)
+        if head[:1] == b"\x80":          # pickle protocol 2+: a dump
+            _add_dump(evidence, path)
+        else:
+            _add_text(evidence, path)
+    _check_one_job(evidence)
+    # A stack with no rank to it: torchrun's report gives failed ranks'
+    # pids.
+    pids = {pid: rank for rank, (_, pid, _) in evidence.failures.items()}
+    for pid, threads in list(evidence.unranked):
+        if pid in pids and pids[pid] not in evidence.stacks:
+            evidence.stacks[pids[pid]] = threads
+            evidence.unranked.remove((pid, threads))
+    return evidence
+
+
+# -- Flight Recorder dumps ---------------------------------------------------
+
+@functools.cache
+def writer_version():
+    """The dump format this torch writes (its dumps' "version")."""
+    from torch._C._distributed_c10d import _dump_fr_trace
+    return pickle.loads(_dump_fr_trace(includeCollectives=False,
+                                       includeStackTraces=False,
+                                       onlyActive=False))["version"]
+
+
+def _add_dump(evidence, path):
+    # torch's own reader of one dump, so what its analyzer reads, this
+    # reads; its rank comes from the file name, as there (prefix, rank).
+    # (Its analyzer, build_db, is not used: on the dumps of a plain
+    # torchrun job on gloo it fails with KeyError: ('0', 0), chapter 5.)
+    from torch.distributed.flight_recorder.components.loader import \
+        read_dump
+    name = os.path.basename(path)
+    match = re.search(r"(\d+)$", name)
+    if not match:
+        raise BadInput(f"{path}: a Flight Recorder dump's name ends with "
+                       f"its rank (TORCH_FR_DUMP_TEMP_FILE prefix + rank)")
+    try:
+        dump = read_dump(name[:match.start()], path)
+    except (EOFError, pickle.UnpicklingError, ValueError) as error:
+        raise BadInput(f"{path}: truncated or not a Flight Recorder dump "
+                       f"({type(error).__name__})") from None
+    except (KeyError, TypeError) as error:
+        raise BadInput(f"{path}: not a Flight Recorder dump (no "
+                       f"{error} in it)") from None
+    version = writer_version()
+    if dump["version"] != version:
+        raise BadInput(f"{path}: written by another torch (Flight "
+                       f"Recorder format {dump['version']}; this torch "
+                       f"reads and writes {version})")
+    rank = dump["rank"]
+    if rank in evidence.dumps:
+        raise BadInput(f"{path}: a second dump for rank {rank}: dumps of "
+                       f"different jobs are mixed")
+    evidence.dumps[rank] = dump
+    evidence.sources.append(f"{path}: Flight Recorder dump of rank {rank}")
+
+
+def _check_one_job(evidence):
+    """Dumps of one job agree on when they met: a collective that every
+    rank went past started on each within its timeout of the others (a
+    rank that came later would have found the others gone). Seconds
+    apart beyond that, the dumps cannot be of one job. SKEW allows for
+    hosts' clocks (NTP keeps them far closer)."""
+    by_rank = {r: {e["collective_seq_id"]: e for e in d["entries"]
+                   if e["process_group"][0] == "0" and not e["is_p2p"]}
+               for r, d in evidence.dumps.items()}
+    if len(by_rank) < 2 or not all(by_rank.values()):
+        return
+    shared = set.intersection(*(set(s) for s in by_rank.values()))
+    lowest_top = min(max(es) for es in by_rank.values())
+    past = [s for s in sorted(shared) if s < lowest_top]
+    if not past:
+        return
+    at = {r: es[past[0]] for r, es in by_rank.items()}
+    created = {r: e["time_created_ns"] / 1e9 for r, e in at.items()}
+    bound = max(e["timeout_ms"] for e in at.values()) / 1e3 + SKEW
+    if max(created.values()) - min(created.values()) > bound:
+        early = min(created, key=created.get)
+        late = max(created, key=created.get)
+        raise BadInput(f"the dumps of rank {early} and rank {late} are of "
+                       f"different jobs: they reached collective "
+                       f"#{past[0]} {created[late] - created[early]:.0f} s "
+                       f"apart, past its timeout")
+
+
+SKEW = 2.0   # s
+
+
+# -- stacks and logs ---------------------------------------------------------
+
+_PYSPY_PROCESS = re.compile(r"^Process (\d+): ")
+_PYSPY_THREAD = re.compile(r'^Thread (?:0x)?[0-9a-fA-F]+ \(.*\): "(.*)"')
+_PYSPY_FRAME = re.compile(r"^\s+(\S.*?) \((.+):(\d+)\)$")
+_FH_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ ")
+_FH_FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (\S+)')
+_RANK_HEAD = re.compile(r"^(?:RANK=|rank[ :=]*)(\d+)\s*$")
+_SAID = re.compile(r"^\[rank ?(\d+)\]:? ?(.*)$")
+_ROOT = "Root Cause (first observed failure):"
+
+
+def _add_text(evidence, path):
+    with open(path, errors="replace") as f:
+        text = f.read()
+    if "ChildFailedError" in text or _ROOT in text:
+        _add_log(evidence, text)
+        evidence.sources.append(f"{path}: torchrun's output")
+        return
+    found = _add_stacks(evidence, path, text)
+    if not found:
+        raise BadInput(f"{path}: no Python frames in it (neither py-spy's "
+                       f"nor faulthandler's), nor torchrun's report")
+    evidence.sources.append(f"{path}: stacks of {found}")
+
+
+def _add_stacks(evidence, path, text):
+    """Blocks of threads, one per process: py-spy's `Process N:` starts
+    one; `RANK=N` (or `rank N`) on a line of its own says whose it is, as
+    step 0's one-liner writes it; else a file name ending in the rank."""
+    name_rank = re.search(r"(\d+)(?:\.\w+)?$", os.path.basename(path))
+    processes = []          # [rank or None, pid or None, threads]
+    rank = None
+    for line in text.splitlines():
+        if m := _RANK_HEAD.match(line.strip()):
+            rank = int(m[1])
+            processes.append([rank, None, []])
+        elif m := _PYSPY_PROCESS.match(line):
+            if not processes or processes[-1][1] or processes[-1][2]:
+                processes.append([None, None, []])
+            processes[-1][1] = int(m[1])
+        elif m := (_PYSPY_THREAD.match(line) or _FH_THREAD.match(line)):
+            if not processes:
+                processes.append([None, None, []])
+            name = m[1] if m.groups() else line.split(" (")[0]
+            processes[-1][2].append((name, []))
+        elif m := _PYSPY_FRAME.match(line):
+            _frame(processes, (m[2], int(m[3]), m[1]))
+        elif m := _FH_FRAME.match(line):
+            _frame(processes, (m[1], int(m[2]), m[3]))
+    processes = [p for p in processes if any(fr for _, fr in p[2])]
+    if len(processes) == 1 and processes[0][0] is None and name_rank:
+        processes[0][0] = int(name_rank[1])
+    kinds = []
+    for rank, pid, threads in processes:
+        if rank is None:
+            evidence.unranked.append((pid, threads))
+            kinds.append(f"process {pid}" if pid else "an unknown rank")
+        else:
+            evidence.stacks[rank] = threads
+            kinds.append(f"rank {rank}")
+    return ", ".join(kinds)
+
+
+def _frame(processes, frame):
+    if processes and processes[-1][2]:
+        path, line, func = frame
+        processes[-1][2][-1][1].append((short_path(path), line, func))
+
+
+def _add_log(evidence, text):
+    """torchrun's report: each failure's rank, exit code, pid and
+    traceback line; the Root Cause block names the first. And the ranks'
+    own lines, `[rank N] ...` (ddpdemo's scripts) or `[rankN]: ...`
+    (torch's prefix)."""
+    evidence.log = True
+    for line in text.splitlines():
+        if m := _SAID.match(line):
+            evidence.said.setdefault(int(m[1]), []).append(m[2].strip())
+    if _ROOT not in text:
+        return
+    failures, root = text.split(_ROOT)
+    for part, is_root in ((failures.split("Failures:", 1)[-1], False),
+                          (root, True)):
+        for block in re.split(r"\n\[\d+\]:\n", "\n" + part):
+            rank = re.search(r"rank\s*:\s*(\d+)", block)
+            code = re.search(r"exitcode\s*:\s*(-?\d+) \(pid: (\d+)\)",
+                             block)
+            if not (rank and code):
+                continue
+            trace = re.search(r"traceback\s*:\s*(.*)", block)
+            evidence.failures[int(rank[1])] = (
+                int(code[1]), int(code[2]), trace[1].strip() if trace else "")
+            if is_root and evidence.root is None:
+                evidence.root = int(rank[1])

@@ -1,0 +1,272 @@
+"""`python -m ddpdemo.explain` on what real hung jobs leave behind.
+
+Each scenario runs a book script under torchrun on gloo until it hangs
+(chapter 5's val_dataloader_deadlock, chapter 8's when_ddp_hangs, and
+ddpdemo.examples.hang_patterns beside them), and takes what a reader
+would: py-spy's dump of every rank while it hangs (with the `RANK=N` line
+the symptom page's one-liner writes), each rank's Flight Recorder dump
+(TORCH_FR_DUMP_TEMP_FILE; the scripts write it when the group's timeout
+ends the hang, or on torchrun's SIGTERM) and torchrun's output. The jobs
+run once, in a module-scoped fixture, one after another (2 cores).
+Where this machine refuses ptrace, the tests fail with py-spy's reason.
+"""
+import os
+import pathlib
+import pickle
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from ddpdemo import explain, jobfiles, ledger
+from ddpdemo.scripts import _env
+
+PY_SPY = pathlib.Path(sys.executable).with_name("py-spy")
+BOOK = pathlib.Path(__file__).resolve().parent.parent / "book"
+TIMEOUT = 12.0     # s: each script's group timeout, the hang's length
+START_BOUND = 120  # s for a job to reach its hang on a loaded 2-core box
+
+# scenario: (torchrun arguments, ranks, {rank: what its stack shows once
+# it hangs}, rank to kill with -9 once all hang). "=f": the innermost
+# frame is f; "f": f is on the stack.
+JOBS = {
+    "zero-first": (["-m", "ddpdemo.examples.val_dataloader_deadlock"], 2,
+                   {0: "torch_distributed_zero_first", 1: "exit_if_stuck"},
+                   None),
+    "no-partner": (["-m", "ddpdemo.examples.when_ddp_hangs"], 2,
+                   {0: "backward", 1: "exit_if_stuck"}, None),
+    "ddp-forward": (["-m", "ddpdemo.examples.hang_patterns",
+                     "ddp-forward"], 2, {0: "forward", 1: "=barrier"}, None),
+    "rank-0-only": (["-m", "ddpdemo.examples.hang_patterns",
+                     "rank0-branch"], 2, {0: "=all_reduce", 1: "=barrier"},
+                    None),
+    "host-waits": (["-m", "ddpdemo.examples.hang_patterns", "wait"], 2,
+                   {0: "=wait", 1: "=wait"}, None),
+    "dead-rank": (["-m", "ddpdemo.examples.hang_patterns", "stall"], 2,
+                  {0: "=all_reduce", 1: "=stall"}, 1),
+    "two-hangs": (["-m", "ddpdemo.examples.hang_patterns", "two-hangs"], 4,
+                  {0: "=all_reduce", 1: "=barrier", 2: "backward",
+                   3: "=barrier"}, None),
+}
+
+
+def py_spy(pid):
+    done = subprocess.run([str(PY_SPY), "dump", "--pid", str(pid)],
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        pytest.fail(f"py-spy cannot read process {pid} (ptrace refused?): "
+                    f"{done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout
+
+
+def shows(text, want):
+    """Whether py-spy's dump's main thread shows `want` (see JOBS)."""
+    main = text.split('"MainThread"', 1)[-1].split("\nThread ")[0]
+    funcs = [f.split(".")[-1]     # py-spy writes `Tensor.backward`
+             for f in re.findall(r"^\s+(\S+) \(", main, re.M)]
+    return (funcs[:1] == [want[1:]]) if want.startswith("=") \
+        else want in funcs
+
+
+def ranks_of(launcher):
+    """{rank: pid} of torchrun's workers, from their environment."""
+    out = {}
+    for child in psutil.Process(launcher.pid).children(recursive=True):
+        try:
+            rank = child.environ().get("RANK")
+        except psutil.Error:
+            continue
+        if rank is not None and "python" in child.name():
+            out[int(rank)] = child.pid
+    return out
+
+
+def run_job(folder, args, nproc, want, kill):
+    """Run one hang under torchrun; leave in `folder` the dumps (fr/),
+    stacks.txt and torchrun.log. Returns the time it took."""
+    start = time.monotonic()
+    (folder / "fr").mkdir(parents=True)
+    # TMPDIR beside the folder: torchrun leaves a directory there.
+    tmp = folder.with_name(folder.name + "-tmp")
+    tmp.mkdir()
+    env = dict(_env(str(tmp)), TORCH_FR_DUMP_TEMP_FILE=str(
+        folder / "fr" / "rank_"), TORCH_CPP_LOG_LEVEL="FATAL")
+    timeout = TIMEOUT + 4 * (nproc > 2)
+    argv = [str(pathlib.Path(sys.executable).with_name("torchrun")),
+            "--standalone", f"--nproc-per-node={nproc}", *args,
+            "--timeout", str(timeout)]
+    with open(folder / "torchrun.log", "w") as log:
+        launcher = subprocess.Popen(argv, env=env, stdout=log,
+                                    stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        try:
+            deadline = time.monotonic() + START_BOUND
+            while True:
+                pids = ranks_of(launcher)
+                if len(pids) == nproc:
+                    stacks = {r: py_spy(pids[r]) for r in sorted(pids)}
+                    if all(shows(stacks[r], w) for r, w in want.items()):
+                        break
+                assert time.monotonic() < deadline, (
+                    f"{args} did not reach its hang: "
+                    + (folder / "torchrun.log").read_text()[-2000:])
+                time.sleep(0.3)
+            # Step 0's one-liner: RANK=N, then py-spy's dump of rank N.
+            (folder / "stacks.txt").write_text("".join(
+                f"RANK={r}\n{stacks[r]}\n" for r in sorted(stacks)))
+            if kill is not None:
+                os.kill(pids[kill], signal.SIGKILL)
+            launcher.wait(timeout=timeout + 60)
+        finally:
+            if launcher.poll() is None:
+                os.killpg(launcher.pid, signal.SIGKILL)
+                launcher.wait()
+    return time.monotonic() - start
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    """{scenario: its folder}, every hang run once for the module."""
+    root = tmp_path_factory.mktemp("hangs")
+    out = {}
+    for name, (args, nproc, want, kill) in JOBS.items():
+        out[name] = root / name
+        took = run_job(out[name], args, nproc, want, kill)
+        print(f"{name}: {took:.0f} s")
+    return out
+
+
+def report(*paths):
+    return explain.explain([str(p) for p in paths])
+
+
+def reference_seq(folder, ranks):
+    """The parting number as ddpdemo.ledger (the book's Ledger) reads the
+    same dumps' default group: an independent reading."""
+    records = {}
+    for r in ranks:
+        path = folder / "fr" / f"rank_{r}"
+        if path.exists():
+            records[r] = {"buffer_size": 2000,
+                          "dump": pickle.loads(path.read_bytes())}
+    sentence = ledger.Ledger(len(ranks), records,
+                             dead=[r for r in ranks if r not in records])
+    return int(re.search(r"#(\d+)", sentence.divergence)[1])
+
+
+def section(text):
+    return re.findall(r"See (\S+)", text)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name, stuck, side", [
+    ("zero-first", [0], "barrier on rank 0"),
+    ("no-partner", [0], "all_reduce ["),
+    ("ddp-forward", [0], "broadcast"),
+    ("rank-0-only", [0], "all_reduce [2] Float on rank 0"),
+    ("host-waits", [0], "all_reduce [4] Float on rank 0"),
+])
+def test_each_pattern_names_ranks_collective_and_section(jobs, name, stuck,
+                                                         side):
+    folder = jobs[name]
+    text = report(folder / "fr", folder / "stacks.txt",
+                  folder / "torchrun.log")
+    seq = reference_seq(folder, [0, 1])
+    parts = re.findall(r"collective #(\d+): (.*)", text)
+    assert parts and int(parts[0][0]) == seq, text
+    assert side in parts[0][1] and "rank 1" in parts[0][1], text
+    assert section(text) == [explain.link(name)], text
+    assert f"  #{seq}: " in text.split("What it is:")[1], text
+    for r in stuck:
+        assert re.search(rf"rank {r}: (waiting in|at) \S+ \(", text), text
+
+
+@pytest.mark.timeout(900)
+def test_a_rank_killed_with_9(jobs):
+    folder = jobs["dead-rank"]
+    text = report(folder / "fr", folder / "stacks.txt",
+                  folder / "torchrun.log")
+    assert "rank 1: gone: killed by signal 9 (SIGKILL)" in text, text
+    # Rank 0 waited in all_reduce #3: rank 1 stalled before its third.
+    assert re.search(r"collective #3: all_reduce \[4\] Float on rank 0"
+                     r".*; no dump from rank 1", text), text
+    assert section(text) == [explain.link("dead-rank")], text
+    assert not (folder / "fr" / "rank_1").exists()   # it died dumpless
+
+
+@pytest.mark.timeout(900)
+def test_two_unrelated_hangs_in_one_job(jobs):
+    folder = jobs["two-hangs"]
+    text = report(folder)      # the whole folder: dumps, stacks, log
+    parts = {g: (int(s), rest) for g, s, rest in re.findall(
+        r"group (\d+), collective #(\d+): (.*)", text)}
+    # Groups 2 and 3 are the pairs (0: default, 1: the report group).
+    assert set(parts) == {"2", "3"}, text
+    seq_a, side_a = parts["2"]
+    seq_b, side_b = parts["3"]
+    assert seq_a == 2 and "on rank 0" in side_a and "rank 1" in side_a
+    assert "all_reduce" in side_b and "on rank 2" in side_b \
+        and "rank 3" in side_b
+    assert sorted(section(text)) == sorted(
+        [explain.link("rank-0-only"), explain.link("no-partner")]), text
+
+
+def test_every_section_label_is_on_its_page():
+    for pattern, (page, label) in explain.SECTIONS.items():
+        source = (BOOK / f"{page}.ipynb").read_text()
+        assert f"({label})=" in source, (pattern, page, label)
+        others = [p.name for p in BOOK.glob("*.*")
+                  if p.stem != page and f"({label})=" in p.read_text()]
+        assert not others, (label, others)
+        assert explain.link(pattern) == (
+            f"{explain.SITE}book/{page}.html#{label}")
+
+
+# -- bad input: one line on stderr, exit status 2 ---------------------------
+
+def bad(capsys, *paths):
+    code = explain.main([str(p) for p in paths])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+@pytest.mark.timeout(900)
+def test_bad_input_says_so_in_one_line(jobs, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert "empty directory" in bad(capsys, tmp_path / "empty")
+    dump = (jobs["zero-first"] / "fr" / "rank_0").read_bytes()
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "rank_0").write_bytes(dump[:len(dump) // 2])
+    assert "truncated" in bad(capsys, tmp_path / "cut")
+    # Another torch writes another format version (torch 2.13: "2.10").
+    other = pickle.loads(dump)
+    other["version"] = "2.4"
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "rank_0").write_bytes(pickle.dumps(other))
+    assert "another torch" in bad(capsys, tmp_path / "old")
+    (tmp_path / "frames.txt").write_text(
+        "Process 1234: python train.py\nPython v3.11.7\n\n"
+        'Thread 1234 (idle): "MainThread"\n')
+    assert "no Python frames" in bad(capsys, tmp_path / "frames.txt")
+    (tmp_path / "mixed").mkdir()
+    shutil.copy(jobs["zero-first"] / "fr" / "rank_0", tmp_path / "mixed")
+    shutil.copy(jobs["no-partner"] / "fr" / "rank_1", tmp_path / "mixed")
+    assert "different jobs" in bad(capsys, tmp_path / "mixed")
+    # Nothing else broken: the same command on good input still answers.
+    assert explain.main([str(jobs["zero-first"] / "fr")]) == 0
+
+
+@pytest.mark.timeout(900)
+def test_the_console_script_runs(jobs):
+    done = subprocess.run(
+        [str(pathlib.Path(sys.executable).with_name("ddpdemo-explain")),
+         str(jobs["zero-first"])], capture_output=True, text=True,
+        timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert section(done.stdout) == [explain.link("zero-first")]
