@@ -23,7 +23,7 @@ import time
 import psutil
 import pytest
 
-from ddpdemo import explain, jobfiles, ledger
+from ddpdemo import explain, ledger
 from ddpdemo.scripts import _env
 
 PY_SPY = pathlib.Path(sys.executable).with_name("py-spy")
