@@ -100,3 +100,51 @@ def test_safe_variant_fails_every_rank_at_once(cluster, tmp_path):
     assert RankZeroFailed.__name__ in info.value.errors[1]
     # Nobody was left in a collective, so the group still works.
     assert cluster.run(marker_order, str(tmp_path))[1] == {"0-left": True}
+
+
+SLOW_WRITE = 1.0   # s: node 1's writer, long after rank 0 is done
+
+
+def per_node_cache(directory, fail_rank=None):
+    """Two nodes of two ranks played on one 4-rank group, zero first by
+    LOCAL_RANK (rank % 2) into each node's own directory, as chapter 4
+    does on node-local storage. Rank 0 writes at once; node 1's writer,
+    rank 2, writes SLOW_WRITE s later (or raises, if it is fail_rank).
+    Returns whether this rank found its node's file."""
+    import os
+    import time
+    import torch.distributed as dist
+    rank = dist.get_rank()
+    local_rank = rank % 2
+    path = os.path.join(directory, f"node{rank // 2}")
+    with torch_distributed_zero_first_safe(local_rank):
+        if local_rank == 0:
+            if rank == fail_rank:
+                raise ConnectionError("download failed")
+            if rank == 2:
+                time.sleep(SLOW_WRITE)
+            open(path, "w").close()
+        return os.path.exists(path)
+
+
+@pytest.fixture(scope="module")
+def cluster4():
+    with ddpdemo.Cluster(world_size=4, backend="gloo", timeout=20,
+                         spares=False) as c:
+        yield c
+
+
+def test_safe_variant_waits_for_every_nodes_writer(cluster4, tmp_path):
+    # Rank 3 must not leave before its own node's writer (rank 2) is
+    # done, although global rank 0 finished long before.
+    assert cluster4.run(per_node_cache, str(tmp_path)) == [True] * 4
+
+
+def test_safe_variant_fails_every_rank_when_another_nodes_writer_fails(
+        cluster4, tmp_path):
+    with pytest.raises(ddpdemo.RankError) as info:
+        cluster4.run(per_node_cache, str(tmp_path), 2, timeout=10)
+    assert info.value.blocked == []
+    assert "ConnectionError" in info.value.errors[2]
+    for rank in (0, 1, 3):
+        assert RankZeroFailed.__name__ in info.value.errors[rank]
