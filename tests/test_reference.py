@@ -68,20 +68,46 @@ def torch_contains(phrase):
     return False
 
 
+def load_cut(path, elements, keep):
+    """The message torch.load gives for a checkpoint of `elements`
+    float32s cut to its first `keep` bytes, as `Type: message`."""
+    torch.save({"w": torch.ones(elements)}, path)
+    path.write_bytes(path.read_bytes()[:keep])
+    try:
+        torch.load(path)
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    raise AssertionError(f"a checkpoint cut to {keep} bytes loaded")
+
+
 def provoke(kind, tmp_path):
     """The message a live run gives, as `Type: message`."""
     path = tmp_path / "file"
+    if kind == "torch.load":            # checkpoints cut short: the page
+        return "\n".join([              # quotes both messages
+            load_cut(path, 4_000, 8_000),            # an 18 KB file
+            load_cut(path, 2_500_000, 5_000_000)])   # a 10 MB one
     try:
-        if kind == "torch.load":        # a checkpoint cut in half
-            torch.save({"w": torch.ones(1000)}, path)
-            data = path.read_bytes()
-            path.write_bytes(data[:len(data) // 2])
-            torch.load(path)
-        elif kind == "open":            # a file that is not there
+        if kind == "open":              # a file that is not there
             open(tmp_path / "missing")
     except Exception as error:
         return f"{type(error).__name__}: {error}"
     raise AssertionError(f"{kind} raised nothing")
+
+
+def test_which_checkpoint_error_depends_on_the_cut(tmp_path):
+    # The page: cut to between 4 KB and about 68 KB, OSError; shorter or
+    # longer, the central-directory error.
+    text = read("symptoms.md")
+    assert "between 4 KB and about\n68 KB" in text
+    path = tmp_path / "file"
+    central = "failed finding central directory"
+    for elements, keep, error in [
+            (4_000, 4_000, central), (4_000, 4_200, "OSError"),
+            (4_000, 17_000, "OSError"), (30_000, 68_000, "OSError"),
+            (30_000, 70_000, central), (2_500_000, 1_000_000, central),
+            (2_500_000, 9_000_000, central)]:
+        assert error in load_cut(path, elements, keep), (elements, keep)
 
 
 def test_every_quote_says_how_it_is_checked():
