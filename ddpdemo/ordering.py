@@ -12,10 +12,14 @@ block, rank 0 enters a barrier *after* it, and the two barriers meet.
 rank of the group must enter the `with` block, or rank 0 waits after it
 forever (chapter 5).
 
-If rank 0 raises inside the block, its barrier is never reached and the
-others wait forever (chapter 4). `torch_distributed_zero_first_safe`
-all-reduces every rank 0's outcome instead, so the others fail too, at
-once. Zero first by `LOCAL_RANK` (chapter 4, node-local storage) and
+If rank 0 raises inside the block, its barrier is never reached: while
+rank 0's process lives on (it catches the error, or it is a notebook's
+engine), the others wait in theirs until the group's timeout; once it
+ends (an uncaught exception in a script), gloo fails their barrier at
+once, "Connection closed by peer" (chapter 4).
+`torch_distributed_zero_first_safe` all-reduces every rank 0's outcome
+instead, so the others fail too, at once, whether rank 0's process lives
+on or not. Zero first by `LOCAL_RANK` (chapter 4, node-local storage) and
 there is one rank 0 per node: each rank waits for all of them.
 """
 from contextlib import contextmanager
@@ -53,9 +57,10 @@ def torch_distributed_zero_first_safe(rank):
     the block, rank 0 after it. An all_reduce needs every rank's flag,
     so no rank leaves it before every rank 0 (one per node, by
     LOCAL_RANK) has finished its block, and the MIN says whether one
-    failed. A broadcast from rank 0 would not do: on gloo a receiving
-    rank leaves it once the root has sent (chapter 4), so node 1's
-    waiting ranks would read before node 1's rank 0 has written.
+    failed. A broadcast from rank 0 would not do: gloo sends it along a
+    tree, and a rank waits only for the ranks it receives from and
+    sends to (chapter 4); with 4 ranks, rank 3 receives through rank 1
+    and would read before node 1's rank 0, rank 2, has written.
     """
     if rank == -1:
         yield

@@ -102,6 +102,36 @@ def test_safe_variant_fails_every_rank_at_once(cluster, tmp_path):
     assert cluster.run(marker_order, str(tmp_path))[1] == {"0-left": True}
 
 
+# A script, not a cluster: rank 0's uncaught error ends its process.
+UNCAUGHT = """
+import time
+from datetime import timedelta
+import torch.distributed as dist
+from ddpdemo.ordering import torch_distributed_zero_first
+dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+rank = dist.get_rank()
+start = time.time()
+try:
+    with torch_distributed_zero_first(rank):
+        if rank == 0:
+            raise ConnectionError("download failed")
+except RuntimeError as error:
+    print(time.time() - start, "Connection closed by peer" in str(error))
+"""
+
+
+def test_rank_0s_exit_fails_the_others_barrier_at_once(torchrun, tmp_path):
+    # The module docstring: gloo does not wait for the group's timeout
+    # (60 s here) once rank 0's process has ended. --monitor-interval
+    # keeps torchrun from stopping rank 1 before it has printed.
+    script = tmp_path / "uncaught.py"
+    script.write_text(UNCAUGHT)
+    out = torchrun("--monitor-interval", "2", str(script))
+    assert out.returncode != 0
+    waited, closed = out.stdout.split()
+    assert float(waited) < 20 and closed == "True", out.stderr[-3000:]
+
+
 SLOW_WRITE = 1.0   # s: node 1's writer, long after rank 0 is done
 
 
