@@ -100,3 +100,81 @@ def test_safe_variant_fails_every_rank_at_once(cluster, tmp_path):
     assert RankZeroFailed.__name__ in info.value.errors[1]
     # Nobody was left in a collective, so the group still works.
     assert cluster.run(marker_order, str(tmp_path))[1] == {"0-left": True}
+
+
+# A script, not a cluster: rank 0's uncaught error ends its process.
+UNCAUGHT = """
+import time
+from datetime import timedelta
+import torch.distributed as dist
+from ddpdemo.ordering import torch_distributed_zero_first
+dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+rank = dist.get_rank()
+start = time.time()
+try:
+    with torch_distributed_zero_first(rank):
+        if rank == 0:
+            raise ConnectionError("download failed")
+except RuntimeError as error:
+    print(time.time() - start, "Connection closed by peer" in str(error))
+"""
+
+
+def test_rank_0s_exit_fails_the_others_barrier_at_once(torchrun, tmp_path):
+    # The module docstring: gloo does not wait for the group's timeout
+    # (60 s here) once rank 0's process has ended. --monitor-interval
+    # keeps torchrun from stopping rank 1 before it has printed.
+    script = tmp_path / "uncaught.py"
+    script.write_text(UNCAUGHT)
+    out = torchrun("--monitor-interval", "2", str(script))
+    assert out.returncode != 0
+    waited, closed = out.stdout.split()
+    assert float(waited) < 20 and closed == "True", out.stderr[-3000:]
+
+
+SLOW_WRITE = 1.0   # s: node 1's writer, long after rank 0 is done
+
+
+def per_node_cache(directory, fail_rank=None):
+    """Two nodes of two ranks played on one 4-rank group, zero first by
+    LOCAL_RANK (rank % 2) into each node's own directory, as chapter 4
+    does on node-local storage. Rank 0 writes at once; node 1's writer,
+    rank 2, writes SLOW_WRITE s later (or raises, if it is fail_rank).
+    Returns whether this rank found its node's file."""
+    import os
+    import time
+    import torch.distributed as dist
+    rank = dist.get_rank()
+    local_rank = rank % 2
+    path = os.path.join(directory, f"node{rank // 2}")
+    with torch_distributed_zero_first_safe(local_rank):
+        if local_rank == 0:
+            if rank == fail_rank:
+                raise ConnectionError("download failed")
+            if rank == 2:
+                time.sleep(SLOW_WRITE)
+            open(path, "w").close()
+        return os.path.exists(path)
+
+
+@pytest.fixture(scope="module")
+def cluster4():
+    with ddpdemo.Cluster(world_size=4, backend="gloo", timeout=20,
+                         spares=False) as c:
+        yield c
+
+
+def test_safe_variant_waits_for_every_nodes_writer(cluster4, tmp_path):
+    # Rank 3 must not leave before its own node's writer (rank 2) is
+    # done, although global rank 0 finished long before.
+    assert cluster4.run(per_node_cache, str(tmp_path)) == [True] * 4
+
+
+def test_safe_variant_fails_every_rank_when_another_nodes_writer_fails(
+        cluster4, tmp_path):
+    with pytest.raises(ddpdemo.RankError) as info:
+        cluster4.run(per_node_cache, str(tmp_path), 2, timeout=10)
+    assert info.value.blocked == []
+    assert "ConnectionError" in info.value.errors[2]
+    for rank in (0, 1, 3):
+        assert RankZeroFailed.__name__ in info.value.errors[rank]

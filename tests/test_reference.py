@@ -8,6 +8,7 @@ it that way, so the page cannot drift from the installed torch:
                                  which strict nbval re-runs on gloo
     % checked: live torch.load   the test provokes it and compares
     % checked: live open
+    % checked: live gloo-mismatch
     % checked: absent SOURCE     NCCL-only text, not in the installed CPU
                                  build: the test checks that it is still
                                  absent, so the page's note stays true
@@ -18,6 +19,8 @@ pitfalls and glossary link to sections, never to whole chapters.
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -68,20 +71,96 @@ def torch_contains(phrase):
     return False
 
 
+def load_cut(path, elements, keep):
+    """The message torch.load gives for a checkpoint of `elements`
+    float32s cut to its first `keep` bytes, as `Type: message`."""
+    torch.save({"w": torch.ones(elements)}, path)
+    path.write_bytes(path.read_bytes()[:keep])
+    try:
+        torch.load(path)
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    raise AssertionError(f"a checkpoint cut to {keep} bytes loaded")
+
+
+# Two gloo ranks, 2 s group timeout: rank 0 in a barrier, rank 1 in an
+# all_reduce. Each prints the error its collective raised.
+MISMATCH = """
+import sys
+from datetime import timedelta
+import torch
+import torch.distributed as dist
+rank = int(sys.argv[1])
+dist.init_process_group("gloo", init_method="file://" + sys.argv[2],
+                        rank=rank, world_size=2,
+                        timeout=timedelta(seconds=2))
+try:
+    if rank == 0:
+        dist.barrier()
+    else:
+        dist.all_reduce(torch.ones(1))
+    print("returned")
+except RuntimeError as error:
+    print(error)
+"""
+
+
+def mismatched(tmp_path):
+    """What the two ranks of MISMATCH printed, rank 0 first."""
+    store = str(tmp_path / "store")
+    procs = [subprocess.Popen([sys.executable, "-c", MISMATCH, str(rank),
+                               store], stdout=subprocess.PIPE, text=True)
+             for rank in range(2)]
+    try:
+        return [proc.communicate(timeout=120)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+
+
 def provoke(kind, tmp_path):
     """The message a live run gives, as `Type: message`."""
     path = tmp_path / "file"
+    if kind == "torch.load":            # checkpoints cut short: the page
+        return "\n".join([              # quotes every message
+            load_cut(path, 4_000, 8_000),            # an 18 KB file
+            load_cut(path, 2_500_000, 5_000_000),    # a 10 MB one
+            load_cut(path, 4_000, 15),
+            load_cut(path, 4_000, 0)])
+    if kind == "gloo-mismatch":
+        return "\n".join(mismatched(tmp_path))
     try:
-        if kind == "torch.load":        # a checkpoint cut in half
-            torch.save({"w": torch.ones(1000)}, path)
-            data = path.read_bytes()
-            path.write_bytes(data[:len(data) // 2])
-            torch.load(path)
-        elif kind == "open":            # a file that is not there
+        if kind == "open":              # a file that is not there
             open(tmp_path / "missing")
     except Exception as error:
         return f"{type(error).__name__}: {error}"
     raise AssertionError(f"{kind} raised nothing")
+
+
+def test_which_checkpoint_error_depends_on_the_cut(tmp_path):
+    # The page: cut to between 4 KB and about 68 KB, OSError; shorter
+    # (down to 22 bytes) or longer, the central-directory error; under
+    # 22 bytes, not a ZIP archive; empty, EOFError.
+    text = read("symptoms.md")
+    assert "between 4 KB and about\n68 KB" in text
+    path = tmp_path / "file"
+    central = "failed finding central directory"
+    for elements, keep, error in [
+            (4_000, 0, "EOFError"), (4_000, 15, "not a ZIP archive"),
+            (4_000, 21, "not a ZIP archive"), (4_000, 22, central),
+            (4_000, 4_000, central), (4_000, 4_200, "OSError"),
+            (4_000, 17_000, "OSError"), (30_000, 68_000, "OSError"),
+            (30_000, 70_000, central), (2_500_000, 1_000_000, central),
+            (2_500_000, 9_000_000, central)]:
+        assert error in load_cut(path, elements, keep), (elements, keep)
+
+
+def test_a_barrier_does_not_match_an_all_reduce_on_gloo(tmp_path):
+    # The page: beside an all_reduce, a barrier times out, and the
+    # receiving and the sending rank say so in their own words.
+    barrier, all_reduce = mismatched(tmp_path)
+    assert "for recv operation to complete" in barrier
+    assert "for send operation to complete" in all_reduce
 
 
 def test_every_quote_says_how_it_is_checked():
