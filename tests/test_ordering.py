@@ -25,8 +25,13 @@ def marker_order(directory, safe=False):
     import torch.distributed as dist
     from ddpdemo.runtime import waiting
     rank = dist.get_rank()
-    mark = lambda name: open(os.path.join(directory, name), "w").close()
-    seen = lambda name: os.path.exists(os.path.join(directory, name))
+
+    def mark(name):
+        open(os.path.join(directory, name), "w").close()
+
+    def seen(name):
+        return os.path.exists(os.path.join(directory, name))
+
     zero_first = (torch_distributed_zero_first_safe if safe
                   else torch_distributed_zero_first)
     if rank == 1:
