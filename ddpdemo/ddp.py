@@ -221,7 +221,7 @@ def count_collectives(fn, *args, prefix="c10d::"):
 
 # -- SyncBatchNorm on the CPU (chapter 8) --------------------------------
 # nn.SyncBatchNorm refuses CPU input, and five of the kernels its autograd
-# function calls exist for CUDA only. Below, the same arithmetic on the
+# function calls have no CPU implementation in torch. Below, the same arithmetic on the
 # CPU, registered for torch's own function to call: the collectives it
 # makes (which, when, how large) are torch's code, the kernels ours. The
 # tests check them against nn.BatchNorm1d on the whole batch.
