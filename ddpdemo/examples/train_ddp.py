@@ -69,7 +69,8 @@ def make_data(n=64, seed=0):
     """y = x @ w + noise, the same on every rank (one seed): (n, 8), (n, 1)."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 8, generator=g)
-    y = x @ torch.randn(8, 1, generator=g) + 0.1 * torch.randn(n, 1, generator=g)
+    w = torch.randn(8, 1, generator=g)            # drawn before the noise
+    y = x @ w + 0.1 * torch.randn(n, 1, generator=g)
     return TensorDataset(x, y)
 
 
