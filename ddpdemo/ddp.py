@@ -106,6 +106,8 @@ def recording_hook(hook):
                                        for p in bucket.parameters()]})
         state.buffers.append(buffer)
         return hook(None, bucket)
+    # A name of its own: register_comm_hook refuses bf16_compress_hook by
+    # name on builds without CUDA or ROCm; chapter 7 runs it on gloo so.
     record_then.__name__ = f"recording_{hook.__name__}"
     return record_then
 
@@ -221,10 +223,11 @@ def count_collectives(fn, *args, prefix="c10d::"):
 
 # -- SyncBatchNorm on the CPU (chapter 8) --------------------------------
 # nn.SyncBatchNorm refuses CPU input, and five of the kernels its autograd
-# function calls have no CPU implementation in torch. Below, the same arithmetic on the
-# CPU, registered for torch's own function to call: the collectives it
-# makes (which, when, how large) are torch's code, the kernels ours. The
-# tests check them against nn.BatchNorm1d on the whole batch.
+# function calls have no CPU implementation in torch. Below, the same
+# arithmetic on the CPU, registered for torch's own function to call: the
+# collectives it makes (which, when, how large) are torch's code, the
+# kernels ours. The tests check them against nn.BatchNorm1d on the whole
+# batch.
 def _channel(t, x):
     """A per-channel (C,) tensor shaped to broadcast against x (N, C, ...)."""
     return t.view([1, -1] + [1] * (x.dim() - 2))

@@ -206,6 +206,38 @@ def test_recording_hook_hands_the_bucket_to_torchs_hook(cluster):
     assert any(not torch.equal(half0[k], full0[k]) for k in full0)
 
 
+def register_bf16_by_name():
+    """register_comm_hook with torch's bf16 hook itself: its error text,
+    or None when the build takes it."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    try:
+        DDP(mlp(WIDE, seed=0)).register_comm_hook(
+            None, default_hooks.bf16_compress_hook)
+    except TypeError as error:
+        return str(error)
+    return None
+
+
+def test_renamed_bf16_hook_runs_on_gloo_where_its_name_is_refused(cluster):
+    # Chapter 7: DDP's check is on the hook's name and the build; the
+    # recording hook's new name passes it, and the hook itself runs.
+    if torch.version.cuda is torch.version.hip is None:      # a CPU build
+        refused = cluster.run(register_bf16_by_name)
+        assert all("BF16" in str(error) for error in refused)
+    (bf0, _, seen, wire, _), _ = cluster.run(hooked, "bf16_compress_hook")
+    (full0, local0, *_), (_, local1, *_) = cluster.run(hooked,
+                                                        "allreduce_hook")
+    assert seen == (torch.float32, 66560)
+    assert wire == ("all_reduce", "[16640] BFloat16")
+    u = 2.0 ** -8                      # bfloat16's unit roundoff
+    for k in full0:
+        size = (local0[k].abs() + local1[k].abs()) / 2
+        err = (bf0[k] - full0[k]).abs()
+        assert (err <= (u * (2 + u) + 2 ** -24) * size + 2 ** -132).all()
+    assert any(not torch.equal(bf0[k], full0[k]) for k in full0)
+
+
 def test_gradient_as_bucket_view_puts_grad_in_the_kept_buffer(cluster):
     assert [r[4] for r in cluster.run(hooked, "allreduce_hook", True)] \
         == [True, True]
