@@ -6,13 +6,15 @@ small models the DDP chapters wrap. Chapters 7 and 8.
     ddp_model(x).sum().backward()
     recorder.calls    # [{"iteration", "index", "bytes", "params", ...}]
 
-The hook does what DDP's default does (all_reduce, then divide by the
-world size), so training is unchanged; it only writes down what it saw.
+The hook does what DDP's default does (divide by the world size, then
+all_reduce), so training is unchanged; it only writes down what it saw.
 `record_buckets(ddp_model, hook=default_hooks.fp16_compress_hook)` writes
 the bucket down and hands it to one of torch's hooks instead; chapter 7
 uses that, with `last_collectives`, `shares_storage` and `storage_bytes`,
-for compression and `gradient_as_bucket_view`.
+for compression and `gradient_as_bucket_view`. `CpuSyncBatchNorm` runs
+torch's own SyncBatchNorm autograd function on the CPU (chapter 8).
 """
+import functools
 import time
 
 import torch
@@ -104,6 +106,8 @@ def recording_hook(hook):
                                        for p in bucket.parameters()]})
         state.buffers.append(buffer)
         return hook(None, bucket)
+    # A name of its own: register_comm_hook refuses bf16_compress_hook by
+    # name on builds without CUDA or ROCm; chapter 7 runs it on gloo so.
     record_then.__name__ = f"recording_{hook.__name__}"
     return record_then
 
@@ -200,15 +204,104 @@ class Swapped(nn.Module):
         return self.first(torch.relu(self.second(x)))
 
 
-def count_collectives(fn, *args):
+def count_collectives(fn, *args, prefix="c10d::"):
     """Run fn(*args) under torch.profiler and count the c10d collectives
     it issued, by name ("c10d::allreduce_": 2, ...): what a step costs
     in messages, whatever the clock says. Returns (result, counts).
-    Chapters 7 (wrapping) and 8 (find_unused_parameters, objects)."""
+    Another `prefix` counts other named events, such as the reducer's
+    copies ("torch::distributed::reducer::mul_out"). Chapters 7
+    (wrapping, gradient_as_bucket_view) and 8 (find_unused_parameters,
+    objects, Join, SyncBatchNorm)."""
     from collections import Counter
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         result = fn(*args)
     counts = Counter(e.name for e in prof.events()
-                     if e.name.startswith("c10d::"))
+                     if e.name.startswith(prefix))
     return result, dict(sorted(counts.items()))
+
+
+# -- SyncBatchNorm on the CPU (chapter 8) --------------------------------
+# nn.SyncBatchNorm refuses CPU input, and five of the kernels its autograd
+# function calls have no CPU implementation in torch. Below, the same
+# arithmetic on the CPU, registered for torch's own function to call: the
+# collectives it makes (which, when, how large) are torch's code, the
+# kernels ours. The tests check them against nn.BatchNorm1d on the whole
+# batch.
+def _channel(t, x):
+    """A per-channel (C,) tensor shaped to broadcast against x (N, C, ...)."""
+    return t.view([1, -1] + [1] * (x.dim() - 2))
+
+
+def _stats(x, eps):                       # mean, 1/std of this rank
+    dims = [d for d in range(x.dim()) if d != 1]
+    var, mean = torch.var_mean(x, dims, correction=0)
+    return mean, (var + eps).rsqrt()
+
+
+def _gather_stats(x, means, invstds, running_mean, running_var, momentum,
+                  eps, counts):           # (W, C) per rank -> global (C,)
+    counts = counts.to(means.dtype).view(-1, 1)
+    n = counts.sum()
+    mean = (counts * means).sum(0) / n
+    var = (counts * (invstds.pow(-2) - eps + (means - mean) ** 2)).sum(0) / n
+    if running_mean is not None:
+        running_mean.mul_(1 - momentum).add_(momentum * mean)
+        running_var.mul_(1 - momentum).add_(momentum * var * n / (n - 1))
+    return mean, (var + eps).rsqrt()
+
+
+def _normalise(x, weight, bias, mean, invstd, eps):
+    y = (x - _channel(mean, x)) * _channel(invstd, x)
+    y = y * _channel(weight, x) if weight is not None else y
+    return y + _channel(bias, x) if bias is not None else y
+
+
+def _backward_reduce(dy, x, mean, invstd, weight, *needs):
+    dims = [d for d in range(x.dim()) if d != 1]
+    sum_dy = dy.sum(dims)
+    sum_dy_xmu = (dy * (x - _channel(mean, x))).sum(dims)
+    return sum_dy, sum_dy_xmu, sum_dy_xmu * invstd, sum_dy.clone()
+
+
+def _backward_input(dy, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count):
+    n = count.sum().to(dy.dtype)          # samples on all ranks together
+    xmu = x - _channel(mean, x)
+    g = (dy - _channel(sum_dy, x) / n
+         - xmu * _channel(invstd, x) ** 2 * _channel(sum_dy_xmu, x) / n)
+    g = g * _channel(invstd, x)
+    return g * _channel(weight, x) if weight is not None else g
+
+
+@functools.cache
+def _cpu_kernels():
+    """Register the CPU kernels, once per process; the Library object
+    must stay alive for them to stay registered."""
+    lib = torch.library.Library("aten", "IMPL")
+    for name, kernel in (
+            ("batch_norm_stats", _stats),
+            ("batch_norm_gather_stats_with_counts", _gather_stats),
+            ("batch_norm_elemt", _normalise),
+            ("batch_norm_backward_reduce", _backward_reduce),
+            ("batch_norm_backward_elemt", _backward_input)):
+        lib.impl(name, kernel, "CPU")
+    return lib
+
+
+class CpuSyncBatchNorm(nn.BatchNorm1d):
+    """BatchNorm1d whose training forward and backward are torch's own
+    SyncBatchNorm autograd function (torch.nn.modules._functions), on
+    the CPU and the default group: what nn.SyncBatchNorm runs on a GPU,
+    minus its device check. Not a subclass of nn.SyncBatchNorm, so DDP
+    wraps it on the CPU. Chapter 8."""
+
+    def forward(self, x):
+        if not self.training:
+            return super().forward(x)
+        from torch.nn.modules._functions import SyncBatchNorm
+        _cpu_kernels()
+        self.num_batches_tracked.add_(1)       # as nn.SyncBatchNorm does
+        return SyncBatchNorm.apply(
+            x, self.weight, self.bias, self.running_mean, self.running_var,
+            self.eps, self.momentum, dist.group.WORLD,
+            dist.get_world_size())

@@ -206,6 +206,38 @@ def test_recording_hook_hands_the_bucket_to_torchs_hook(cluster):
     assert any(not torch.equal(half0[k], full0[k]) for k in full0)
 
 
+def register_bf16_by_name():
+    """register_comm_hook with torch's bf16 hook itself: its error text,
+    or None when the build takes it."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    try:
+        DDP(mlp(WIDE, seed=0)).register_comm_hook(
+            None, default_hooks.bf16_compress_hook)
+    except TypeError as error:
+        return str(error)
+    return None
+
+
+def test_renamed_bf16_hook_runs_on_gloo_where_its_name_is_refused(cluster):
+    # Chapter 7: DDP's check is on the hook's name and the build; the
+    # recording hook's new name passes it, and the hook itself runs.
+    if torch.version.cuda is torch.version.hip is None:      # a CPU build
+        refused = cluster.run(register_bf16_by_name)
+        assert all("BF16" in str(error) for error in refused)
+    (bf0, _, seen, wire, _), _ = cluster.run(hooked, "bf16_compress_hook")
+    (full0, local0, *_), (_, local1, *_) = cluster.run(hooked,
+                                                        "allreduce_hook")
+    assert seen == (torch.float32, 66560)
+    assert wire == ("all_reduce", "[16640] BFloat16")
+    u = 2.0 ** -8                      # bfloat16's unit roundoff
+    for k in full0:
+        size = (local0[k].abs() + local1[k].abs()) / 2
+        err = (bf0[k] - full0[k]).abs()
+        assert (err <= (u * (2 + u) + 2 ** -24) * size + 2 ** -132).all()
+    assert any(not torch.equal(bf0[k], full0[k]) for k in full0)
+
+
 def test_gradient_as_bucket_view_puts_grad_in_the_kept_buffer(cluster):
     assert [r[4] for r in cluster.run(hooked, "allreduce_hook", True)] \
         == [True, True]
@@ -279,3 +311,65 @@ def test_swapped_computes_firsts_gradients_before_seconds():
     model(torch.ones(2, 8)).sum().backward()
     assert max(ready["first.weight"], ready["first.bias"]) < min(
         ready["second.weight"], ready["second.bias"])
+
+
+# -- SyncBatchNorm on the CPU -------------------------------------------
+def sync_bn_step(sizes=(4, 4)):
+    """Linear(3, 3) then CpuSyncBatchNorm(3), on this rank's share of
+    X[:, :3] (sizes[rank] samples): output, the Linear's local weight
+    gradient, running statistics, and the collectives of forward and of
+    backward."""
+    import torch.distributed as dist
+    from ddpdemo.ddp import CpuSyncBatchNorm, count_collectives
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    linear, norm = torch.nn.Linear(3, 3), CpuSyncBatchNorm(3)
+    start = sum(sizes[:rank])
+    x = X[start:start + sizes[rank], :3]
+    out, forward = count_collectives(lambda: norm(linear(x)))
+    weight = torch.arange(3.0) + 1                 # a loss that is not flat
+    _, backward = count_collectives((out * weight).sum().backward)
+    return (out.detach(), linear.weight.grad, norm.running_mean.clone(),
+            norm.running_var.clone(), forward, backward)
+
+
+def test_cpu_sync_batchnorm_is_batchnorm_on_the_whole_batch(cluster):
+    # Unequal shares (5 and 3 samples): the all-gathered counts weigh them.
+    ranks = cluster.run(sync_bn_step, (5, 3))
+    torch.manual_seed(0)
+    linear, norm = torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3)
+    out = norm(linear(X[:, :3]))
+    (out * (torch.arange(3.0) + 1)).sum().backward()
+    tol = dict(rtol=1e-4, atol=1e-5)
+    assert torch.allclose(torch.cat([r[0] for r in ranks]), out.detach(),
+                          **tol)
+    # Each rank's Linear gradient is local; their sum is one process's.
+    assert torch.allclose(ranks[0][1] + ranks[1][1], linear.weight.grad,
+                          **tol)
+    for r in ranks:
+        assert torch.allclose(r[2], norm.running_mean, **tol)
+        assert torch.allclose(r[3], norm.running_var, **tol)
+        assert r[4] == {"c10d::allgather_": 1}
+        assert r[5] == {"c10d::allreduce_": 1}
+
+
+def reducer_copies(as_view, zero_grad):
+    """The reducer's copies in a third step: into the buckets (mul_out)
+    and back into .grad (copy_bucket_to_grad)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from ddpdemo.ddp import count_collectives
+    model = DDP(mlp((8, 16, 4), seed=0), gradient_as_bucket_view=as_view)
+    for _ in range(3):
+        if zero_grad:
+            model.zero_grad()                  # set_to_none=True
+        _, counts = count_collectives(
+            lambda: model(X[:2]).sum().backward(), prefix="torch")
+    return {name.split("::")[-1]: n for name, n in counts.items()
+            if "reducer" in name}
+
+
+def test_count_collectives_counts_the_reducers_copies(cluster):
+    assert cluster.run(reducer_copies, False, False)[0] == {
+        "mul_out": 4, "copy_bucket_to_grad": 4}
+    assert cluster.run(reducer_copies, True, False)[0] == {}
+    assert cluster.run(reducer_copies, True, True)[0] == {"mul_out": 4}

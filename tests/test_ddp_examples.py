@@ -79,3 +79,14 @@ def test_train_ddp_saves_once_and_every_rank_loads_it(torchrun, tmp_path):
     saved = torch.load(checkpoint, map_location="cpu")
     assert saved["epoch"] == 2
     assert set(saved["model"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+
+
+def test_train_ddp_refuses_fewer_gpus_than_ranks_per_node():
+    # NCCL with one GPU per rank, gloo with none; a part of the node's
+    # ranks without a GPU is refused, not trained on the CPU by surprise.
+    from ddpdemo.examples.train_ddp import TIMEOUT, backend_for
+    assert backend_for(8, 8) == backend_for(4, 2) == "nccl"
+    assert backend_for(0, 8) == "gloo"
+    with pytest.raises(SystemExit, match="1 GPUs visible for 2 ranks"):
+        backend_for(1, 2)
+    assert TIMEOUT.total_seconds() >= 3600    # outlasts a checkpoint save

@@ -11,8 +11,9 @@ On two nodes, the checkpoint on storage that both nodes see:
         --checkpoint /shared/train_ddp.pt
 
 NCCL when every local rank has a GPU of its own (rank r of a node on
-cuda:LOCAL_RANK), gloo on the CPU otherwise, so the same file runs in the
-tests. The data set is made in code, the same on every rank; each rank
+cuda:LOCAL_RANK); gloo on the CPU when no GPU is visible, so the same file
+runs in the tests; it refuses to start with some GPUs but fewer than
+ranks per node. The data set is made in code, the same on every rank; each rank
 trains on its share (DistributedSampler, reshuffled every epoch by
 set_epoch); rank 0 saves a checkpoint, the others wait at a barrier, then
 every rank loads it with map_location onto its own device. Each rank's
@@ -28,13 +29,33 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-TIMEOUT = datetime.timedelta(seconds=60)   # bounds every collective
+# Bounds every collective. Hours, not seconds: while rank 0 saves or
+# validates, the others wait at a barrier, and on NCCL a wait past the
+# timeout makes the watchdog end the whole job. YOLOv5's train.py uses
+# 3 hours too.
+TIMEOUT = datetime.timedelta(seconds=10800)
+
+
+def backend_for(gpus, local_world_size):
+    """"nccl" when each rank of this node can have a GPU of its own,
+    "gloo" (on the CPU) when there is none; otherwise an error, rather
+    than training on the CPU by surprise."""
+    if gpus >= local_world_size:
+        return "nccl"
+    if gpus == 0:
+        return "gloo"
+    raise SystemExit(f"{gpus} GPUs visible for {local_world_size} ranks on "
+                     "this node: start one rank per GPU (--nproc-per-node "
+                     f"{gpus}), or hide them all (CUDA_VISIBLE_DEVICES=) "
+                     "to train on the CPU")
 
 
 def setup():
     """Join the group torchrun describes; returns (local_rank, device)."""
     local_rank = int(os.environ["LOCAL_RANK"])
-    if torch.cuda.device_count() >= int(os.environ["LOCAL_WORLD_SIZE"]):
+    backend = backend_for(torch.cuda.device_count(),
+                          int(os.environ["LOCAL_WORLD_SIZE"]))
+    if backend == "nccl":
         device = torch.device("cuda", local_rank)   # one GPU per local rank
         torch.cuda.set_device(device)
         dist.init_process_group("nccl", device_id=device, timeout=TIMEOUT)
@@ -48,7 +69,8 @@ def make_data(n=64, seed=0):
     """y = x @ w + noise, the same on every rank (one seed): (n, 8), (n, 1)."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 8, generator=g)
-    y = x @ torch.randn(8, 1, generator=g) + 0.1 * torch.randn(n, 1, generator=g)
+    w = torch.randn(8, 1, generator=g)            # drawn before the noise
+    y = x @ w + 0.1 * torch.randn(n, 1, generator=g)
     return TensorDataset(x, y)
 
 
