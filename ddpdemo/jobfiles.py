@@ -192,6 +192,8 @@ def _add_text(evidence, path):
     if found:
         evidence.sources.append(f"{path}: stacks of {found}")
         return
+    if not text.strip():     # e.g. torchrun's tee before any output
+        raise BadInput(f"{path}: an empty file")
     if not (_TORCHRUN.search(text) or _SAID_ANY.search(text)):
         raise BadInput(f"{path}: no Python frames in it (neither py-spy's "
                        f"nor faulthandler's), nor torchrun's report")

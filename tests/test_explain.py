@@ -98,7 +98,7 @@ def ranks_of(launcher):
 def one_liner():
     """The symptom page's py-spy loop, as printed there."""
     text = (BOOK / "symptoms.md").read_text()
-    return re.search(r"```bash\n(for pid in .*?)\n```", text, re.S)[1]
+    return re.search(r"```bash\n\s*(for pid in [^\n]*)\n", text)[1]
 
 
 def run_job(folder, args, nproc, want, kill, timeout=None, during=None):
@@ -157,7 +157,7 @@ def while_it_hangs(folder, pids, launcher):
     path = f"{PY_SPY.parent}{os.pathsep}{os.environ['PATH']}"
     subprocess.run(["bash", "-c", one_liner().replace("train.py", script)],
                    cwd=folder, env=dict(os.environ, PATH=path),
-                   check=True, timeout=120)
+                   timeout=120)   # its status: the last pid tried
     # Also the page's earlier loop's output: a worker's block as rank 0.
     worker = py_spy(workers[0][0].pid)
     (folder / "with_worker.txt").write_text(
@@ -185,8 +185,14 @@ def jobs(tmp_path_factory):
         out[name] = root / name
         took = run_job(out[name], args, nproc, want, kill)
         print(f"{name}: {took:.0f} s")
-    # A plain script path, as a reader's: ddpdemo's workers scenario.
-    out["workers"] = folder = root / "workers"
+    return out
+
+
+@pytest.fixture(scope="module")
+def workers_job(tmp_path_factory):
+    """The workers scenario's folder, from a plain script path, as a
+    reader's job: train.py."""
+    folder = tmp_path_factory.mktemp("hangs") / "workers"
     folder.mkdir()
     (folder / "train.py").write_text(
         "import runpy\nrunpy.run_module('ddpdemo.examples.hang_patterns', "
@@ -195,7 +201,7 @@ def jobs(tmp_path_factory):
                    {0: "torch_distributed_zero_first", 1: "=all_reduce"},
                    None, timeout=30, during=while_it_hangs)
     print(f"workers: {took:.0f} s")
-    return out
+    return folder
 
 
 def report(*paths):
@@ -332,8 +338,8 @@ def test_the_console_script_runs(jobs):
 # -- a job with DataLoader workers, read while it hangs and after -----------
 
 @pytest.mark.timeout(900)
-def test_while_it_hangs_the_stacks_alone_are_read(jobs):
-    folder = jobs["workers"]
+def test_while_it_hangs_the_stacks_alone_are_read(workers_job):
+    folder = workers_job
     alone, everything, mixed, status = [
         (folder / f"during-{n}.txt").read_text()
         for n in ("alone", "everything", "mixed", "status")]
@@ -353,8 +359,8 @@ def test_while_it_hangs_the_stacks_alone_are_read(jobs):
 
 
 @pytest.mark.timeout(900)
-def test_after_it_ended_everything_is_read(jobs):
-    folder = jobs["workers"]
+def test_after_it_ended_everything_is_read(workers_job):
+    folder = workers_job
     text = report(folder / "fr", folder / "stacks.txt",
                   folder / "torchrun.log")
     seq = reference_seq(folder, [0, 1])
