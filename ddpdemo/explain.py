@@ -12,8 +12,11 @@ collective number at which their Flight Recorder ledgers differ, per
 group, with the ranks on each side), the pattern the book shows live if
 the evidence shows one, with a link to that section, and what the
 evidence cannot tell. It never names a pattern the evidence does not
-show. Bad input: one line on stderr, exit status 2. The symptom page's
-step 0 introduces it; chapter 5 shows it beside its ledger.
+show. An input it cannot read (a dump folder not written yet, a log with
+no report yet) it names and leaves out: while a job still hangs, its
+stacks alone can be read. Nothing readable, or dumps of two jobs mixed:
+one line on stderr, exit status 2. The symptom page's step 0 introduces
+it; chapter 5 shows it beside its ledger.
 
 What a GPU job's dumps add, which gloo's cannot show: NCCL's watchdog
 writes every rank's dump itself on a timeout (TORCH_NCCL_DUMP_ON_TIMEOUT,
@@ -287,11 +290,23 @@ _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 9: "SIGKILL",
             11: "SIGSEGV", 15: "SIGTERM"}
 
 
+def stopped(ev):
+    """Ranks torchrun itself stopped: SIGTERM, once another rank had
+    failed (its report names that one first) or where its log says it
+    sent it. Not dead ranks: that is torchrun's shutdown."""
+    return {r for r, (code, pid, _) in ev.failures.items()
+            if code == -15 and (ev.root not in (None, r)
+                                or pid in ev.sigtermed)}
+
+
 def dead(ev):
-    """Ranks torchrun reports killed by a signal: {rank: words}."""
+    """Ranks torchrun reports killed by a signal, but for those it
+    stopped itself: {rank: words}."""
+    gone = stopped(ev)
     return {r: f"killed by signal {-code} "
                f"({_SIGNALS.get(-code, 'a signal')})"
-            for r, (code, _, _) in ev.failures.items() if code < 0}
+            for r, (code, _, _) in ev.failures.items()
+            if code < 0 and r not in gone}
 
 
 # -- the report ----------------------------------------------------------
@@ -302,8 +317,11 @@ def explain(paths):
     known = (set(ev.dumps) | set(ev.stacks) | set(ev.failures)
              | set(ev.said))
     world = list(range(max(known) + 1)) if known else []
-    died = dead(ev)
-    out = ["Read: " + "; ".join(_read(ev)) + ".", "", "Where each rank is:"]
+    died, halted = dead(ev), stopped(ev)
+    out = ["Read: " + "; ".join(_read(ev)) + "."]
+    out += [f"Not read: {path}, because {why}." for path, why in ev.unread]
+    out += [f"{note[0].upper()}{note[1:]}." for note in ev.notes]
+    out += ["", "Where each rank is:"]
     for r in world:
         stack = _main_thread(ev.stacks.get(r, []))
         where = (("waiting in " if stack[0][0].startswith("torch/")
@@ -311,6 +329,10 @@ def explain(paths):
             "no stack" + _last(ev.dumps.get(r)))
         if r in died:
             where = f"gone: {died[r]} (torchrun); last stack: {where}"
+        elif r in halted:
+            where += (f"; then stopped by torchrun (SIGTERM) once rank "
+                      f"{ev.root} had failed" if ev.root not in (None, r)
+                      else "; then stopped by torchrun (SIGTERM)")
         elif r in ev.failures:
             where += f"; then exited with status {ev.failures[r][0]}"
         out.append(f"  rank {r}: {where}")
@@ -364,6 +386,8 @@ def _read(ev):
         out.append(f"Flight Recorder dumps of {ranks_text(ev.dumps)}")
     if ev.stacks:
         out.append(f"stacks of {ranks_text(ev.stacks)}")
+    if ev.workers:
+        out.append(f"{ev.workers} DataLoader workers' stacks, left out")
     if ev.log:
         out.append("torchrun's output")
     return out or ["nothing"]
@@ -384,9 +408,12 @@ def _cannot(ev, world, parted, died):
     if not ev.dumps:
         out.append("which collective the ranks part at: no Flight "
                    "Recorder dump")
-    if not ev.log:
+    for r, pids in ev.unsure.items():
+        out.append(f"which of processes {pids} is rank {r}: each has its "
+                   f"RANK (workers it started?), so none is shown")
+    if not ev.report:
         out.append("whether a rank died, and how each ended: no torchrun "
-                   "output")
+                   "report")
     if any(e["profiling_name"].startswith("gloo:")
            for d in ev.dumps.values() for e in d["entries"]):
         out.append("which collectives had started or completed: gloo "

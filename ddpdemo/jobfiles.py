@@ -3,9 +3,13 @@ Recorder dump, stack dumps (py-spy's `dump`, or faulthandler's), and
 torchrun's output. The input side of `python -m ddpdemo.explain`
 (ddpdemo.explain), introduced on the book's symptom page, step 0.
 
-`read(paths)` sorts every file by what it holds, not by its name, and
-raises BadInput (one line) for what cannot be read: a truncated dump, one
-from another torch, a stack file with no Python frame, dumps of two jobs.
+`read(paths)` sorts every file by what it holds, not by its name. What
+it cannot read (a missing file, an empty directory, a truncated dump, one
+from another torch, a stack file with no Python frame) it notes and
+leaves out, so that what a job leaves while it still hangs (stacks, no
+dumps yet, no report yet) can be read; it raises BadInput (one line)
+only when nothing is left to read, or for dumps of two jobs mixed (which
+of them is the job's, it cannot tell).
 Frames are (path, line, function), innermost first, paths shortened as
 the book prints them (`torch/...`, `ddpdemo/...`).
 """
@@ -25,38 +29,57 @@ class Evidence:
     """dumps {rank: dump dict}; stacks {rank: [(thread name, frames)]};
     unranked [(pid, threads)] (stacks with no rank to them); failures
     {rank: (exit code, pid, traceback line)} from torchrun's report, with
-    `root` the rank it names first; said {rank: [lines]} the ranks'
-    own `[rank N]`/`[rankN]:` lines; sources: a line per file read."""
+    `root` the rank it names first, `report` whether there was one, and
+    `sigtermed` the pids torchrun says it sent SIGTERM; said {rank:
+    [lines]} the ranks' own `[rank N]`/`[rankN]:` lines; sources: a line
+    per file read; unread [(path, why)] the inputs left out; notes:
+    other lines on what was read (a log with no report); unsure
+    {rank: [pids]} where several processes claim one rank."""
 
     def __init__(self):
         self.dumps, self.stacks, self.unranked = {}, {}, []
         self.failures, self.root, self.said = {}, None, {}
-        self.log, self.sources = False, []
+        self.log, self.report, self.sigtermed = False, False, set()
+        self.sources, self.notes, self.unsure = [], [], {}
+        self.unread, self.workers = [], 0
+        self.blocks = {}     # rank: [(pid, threads)], before choosing
 
 
 def read(paths):
     """Evidence from files and directories (searched recursively)."""
+    evidence = Evidence()
     files = []
     for path in paths:
         if os.path.isdir(path):
             found = sorted(os.path.join(d, f) for d, _, names
                            in os.walk(path) for f in names)
             if not found:
-                raise BadInput(f"{path}: an empty directory")
+                evidence.unread.append((path, "an empty directory"))
             files += found
         elif os.path.isfile(path):
             files.append(path)
         else:
-            raise BadInput(f"{path}: no such file or directory")
-    evidence = Evidence()
+            evidence.unread.append((path, "no such file or directory"))
     for path in files:
-        with open(path, "rb") as f:
-            head = f.read(2)
-        if head[:1] == b"\x80":          # pickle protocol 2+: a dump
-            _add_dump(evidence, path)
-        else:
-            _add_text(evidence, path)
+        try:
+            with open(path, "rb") as f:
+                head = f.read(2)
+            if head[:1] == b"\x80":          # pickle protocol 2+: a dump
+                _add_dump(evidence, path)
+            else:
+                _add_text(evidence, path)
+        except OSError as error:
+            evidence.unread.append((path, error.strerror.lower()))
+        except BadInput as error:
+            evidence.unread.append(
+                (path, str(error).removeprefix(f"{path}: ")))
     _check_one_job(evidence)
+    _choose_blocks(evidence)
+    if not (evidence.dumps or evidence.blocks or evidence.unranked
+            or evidence.failures or evidence.said):
+        said = "; ".join(f"{p}: {why}" for p, why in evidence.unread)
+        raise BadInput(said if len(evidence.unread) == 1 else
+                       f"nothing to read: {said}")
     # A stack with no rank to it: torchrun's report gives failed ranks'
     # pids.
     pids = {pid: rank for rank, (_, pid, _) in evidence.failures.items()}
@@ -151,7 +174,11 @@ _FH_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ ")
 _FH_FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (\S+)')
 _RANK_HEAD = re.compile(r"^(?:RANK=|rank[ :=]*)(\d+)\s*$")
 _SAID = re.compile(r"^\[rank ?(\d+)\]:? ?(.*)$")
+_SAID_ANY = re.compile(_SAID.pattern, re.M)
 _ROOT = "Root Cause (first observed failure):"
+# What torchrun writes before any report: its banner, its agent's lines.
+_TORCHRUN = re.compile(r"Setting OMP_NUM_THREADS environment variable|"
+                       r"torch/distributed/elastic/|SignalException")
 
 
 def _add_text(evidence, path):
@@ -162,10 +189,28 @@ def _add_text(evidence, path):
         evidence.sources.append(f"{path}: torchrun's output")
         return
     found = _add_stacks(evidence, path, text)
-    if not found:
+    if found:
+        evidence.sources.append(f"{path}: stacks of {found}")
+        return
+    if not text.strip():     # e.g. torchrun's tee before any output
+        raise BadInput(f"{path}: an empty file")
+    if not (_TORCHRUN.search(text) or _SAID_ANY.search(text)):
         raise BadInput(f"{path}: no Python frames in it (neither py-spy's "
                        f"nor faulthandler's), nor torchrun's report")
-    evidence.sources.append(f"{path}: stacks of {found}")
+    # torchrun's output with no report: it writes one only once a rank
+    # has failed, not while the job hangs, nor when interrupted.
+    signal = re.search(r"SignalException: .*got signal: (\d+)", text)
+    why = (f"torchrun was interrupted (signal {signal[1]}) and wrote none"
+           if signal else "torchrun writes it only once a rank has "
+           "failed (does the job still run?)")
+    if _SAID_ANY.search(text):
+        _add_log(evidence, text)
+        evidence.sources.append(f"{path}: the ranks' lines in torchrun's "
+                                f"output")
+        evidence.notes.append(f"no report in {path}, because {why}")
+    else:
+        raise BadInput(f"{path}: torchrun's output with no report and no "
+                       f"rank's lines in it: {why}")
 
 
 def _add_stacks(evidence, path, text):
@@ -200,10 +245,35 @@ def _add_stacks(evidence, path, text):
         if rank is None:
             evidence.unranked.append((pid, threads))
             kinds.append(f"process {pid}" if pid else "an unknown rank")
+        elif _is_worker(threads):
+            evidence.workers += 1
+            kinds.append(f"a DataLoader worker of rank {rank} (left out)")
         else:
-            evidence.stacks[rank] = threads
+            evidence.blocks.setdefault(rank, []).append((pid, threads))
             kinds.append(f"rank {rank}")
     return ", ".join(kinds)
+
+
+def _is_worker(threads):
+    """A DataLoader worker: a process forked by a rank, with the rank's
+    RANK and command line, running torch's worker loop."""
+    return any(func == "_worker_loop" and "torch/utils/data" in path
+               for _, frames in threads for path, _, func in frames)
+
+
+def _choose_blocks(evidence):
+    """One stack per rank. Several processes with one RANK (workers of
+    some other kind): the one inside torch.distributed, if only one is;
+    else none, and `unsure` says which processes claimed the rank."""
+    for rank, blocks in evidence.blocks.items():
+        if len(blocks) > 1:
+            blocks = [b for b in blocks if any(
+                path.startswith("torch/distributed/")
+                for _, frames in b[1] for path, _, _ in frames)]
+        if len(blocks) == 1:
+            evidence.stacks[rank] = blocks[0][1]
+        else:
+            evidence.unsure[rank] = [pid for pid, _ in evidence.blocks[rank]]
 
 
 def _frame(processes, frame):
@@ -221,8 +291,11 @@ def _add_log(evidence, text):
     for line in text.splitlines():
         if m := _SAID.match(line):
             evidence.said.setdefault(int(m[1]), []).append(m[2].strip())
+    evidence.sigtermed |= {int(pid) for pid in re.findall(
+        r"Sending process (\d+) closing signal SIGTERM", text)}
     if _ROOT not in text:
         return
+    evidence.report = True
     failures, root = text.split(_ROOT)
     for part, is_root in ((failures.split("Failures:", 1)[-1], False),
                           (root, True)):

@@ -6,8 +6,13 @@ ddpdemo.examples.hang_patterns beside them), and takes what a reader
 would: py-spy's dump of every rank while it hangs (with the `RANK=N` line
 the symptom page's one-liner writes), each rank's Flight Recorder dump
 (TORCH_FR_DUMP_TEMP_FILE; the scripts write it when the group's timeout
-ends the hang, or on torchrun's SIGTERM) and torchrun's output. The jobs
-run once, in a module-scoped fixture, one after another (2 cores).
+ends the hang, or on torchrun's SIGTERM) and torchrun's output, and runs
+explain after the hang has ended. One scenario, with DataLoader workers
+running, takes the stacks with the symptom page's own one-liner (read
+from book/symptoms.md) and runs explain while the job still hangs too.
+The jobs run once, in a module-scoped fixture, one after another (2
+cores). Fast checks read files real plain torchrun jobs wrote
+(tests/data/explain).
 Where this machine refuses ptrace, the tests fail with py-spy's reason.
 """
 import os
@@ -28,6 +33,7 @@ from ddpdemo.scripts import _env
 
 PY_SPY = pathlib.Path(sys.executable).with_name("py-spy")
 BOOK = pathlib.Path(__file__).resolve().parent.parent / "book"
+DATA = pathlib.Path(__file__).resolve().parent / "data" / "explain"
 TIMEOUT = 12.0     # s: each script's group timeout, the hang's length
 START_BOUND = 120  # s for a job to reach its hang on a loaded 2-core box
 
@@ -74,11 +80,14 @@ def shows(text, want):
 
 
 def ranks_of(launcher):
-    """{rank: pid} of torchrun's workers, from their environment."""
+    """{rank: pid} of torchrun's workers, from their environment (not
+    their DataLoader workers: a RANK whose parent has none)."""
     out = {}
     for child in psutil.Process(launcher.pid).children(recursive=True):
         try:
             rank = child.environ().get("RANK")
+            if "RANK" in child.parent().environ():
+                continue
         except psutil.Error:
             continue
         if rank is not None and "python" in child.name():
@@ -86,9 +95,17 @@ def ranks_of(launcher):
     return out
 
 
-def run_job(folder, args, nproc, want, kill):
+def one_liner():
+    """The symptom page's py-spy loop, as printed there."""
+    text = (BOOK / "symptoms.md").read_text()
+    return re.search(r"```bash\n\s*(for pid in [^\n]*)\n", text)[1]
+
+
+def run_job(folder, args, nproc, want, kill, timeout=None, during=None):
     """Run one hang under torchrun; leave in `folder` the dumps (fr/),
-    stacks.txt and torchrun.log. Returns the time it took."""
+    stacks.txt and torchrun.log; `during(folder, pids, launcher)`, if
+    given, runs while it hangs, instead of writing stacks.txt. Returns
+    the time it took."""
     start = time.monotonic()
     (folder / "fr").mkdir(parents=True)
     # TMPDIR beside the folder: torchrun leaves a directory there.
@@ -96,7 +113,7 @@ def run_job(folder, args, nproc, want, kill):
     tmp.mkdir()
     env = dict(_env(str(tmp)), TORCH_FR_DUMP_TEMP_FILE=str(
         folder / "fr" / "rank_"), TORCH_CPP_LOG_LEVEL="FATAL")
-    timeout = TIMEOUT + 4 * (nproc > 2)
+    timeout = timeout or TIMEOUT + 4 * (nproc > 2)
     argv = [str(pathlib.Path(sys.executable).with_name("torchrun")),
             "--standalone", f"--nproc-per-node={nproc}", *args,
             "--timeout", str(timeout)]
@@ -116,9 +133,11 @@ def run_job(folder, args, nproc, want, kill):
                     f"{args} did not reach its hang: "
                     + (folder / "torchrun.log").read_text()[-2000:])
                 time.sleep(0.3)
-            # Step 0's one-liner: RANK=N, then py-spy's dump of rank N.
-            (folder / "stacks.txt").write_text("".join(
-                f"RANK={r}\n{stacks[r]}\n" for r in sorted(stacks)))
+            if during:
+                during(folder, pids, launcher)
+            else:    # as step 0's one-liner: RANK=N, then py-spy's dump
+                (folder / "stacks.txt").write_text("".join(
+                    f"RANK={r}\n{stacks[r]}\n" for r in sorted(stacks)))
             if kill is not None:
                 os.kill(pids[kill], signal.SIGKILL)
             launcher.wait(timeout=timeout + 60)
@@ -127,6 +146,34 @@ def run_job(folder, args, nproc, want, kill):
                 os.killpg(launcher.pid, signal.SIGKILL)
                 launcher.wait()
     return time.monotonic() - start
+
+
+def while_it_hangs(folder, pids, launcher):
+    """Step 0 while the job hangs: the page's one-liner through bash (its
+    `train.py`: this job's script), then explain on what exists."""
+    workers = {r: psutil.Process(p).children() for r, p in pids.items()}
+    assert all(len(w) == 2 for w in workers.values()), workers
+    script = str(folder / "train.py")
+    path = f"{PY_SPY.parent}{os.pathsep}{os.environ['PATH']}"
+    subprocess.run(["bash", "-c", one_liner().replace("train.py", script)],
+                   cwd=folder, env=dict(os.environ, PATH=path),
+                   timeout=120)   # its status: the last pid tried
+    # Also the page's earlier loop's output: a worker's block as rank 0.
+    worker = py_spy(workers[0][0].pid)
+    (folder / "with_worker.txt").write_text(
+        (folder / "stacks.txt").read_text() + f"RANK=0\n{worker}\n")
+    alone = explain.explain([str(folder / "stacks.txt")])
+    everything = subprocess.run(
+        [sys.executable, "-m", "ddpdemo.explain", "fr", "stacks.txt",
+         "torchrun.log"], cwd=folder, capture_output=True, text=True,
+        timeout=120)
+    mixed = explain.explain([str(folder / "with_worker.txt")])
+    still = launcher.poll() is None
+    for name, text in [("alone", alone), ("mixed", mixed),
+                       ("everything", everything.stdout + everything.stderr),
+                       ("status", f"rc={everything.returncode} still "
+                                  f"hanging={still}")]:
+        (folder / f"during-{name}.txt").write_text(text)
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +186,22 @@ def jobs(tmp_path_factory):
         took = run_job(out[name], args, nproc, want, kill)
         print(f"{name}: {took:.0f} s")
     return out
+
+
+@pytest.fixture(scope="module")
+def workers_job(tmp_path_factory):
+    """The workers scenario's folder, from a plain script path, as a
+    reader's job: train.py."""
+    folder = tmp_path_factory.mktemp("hangs") / "workers"
+    folder.mkdir()
+    (folder / "train.py").write_text(
+        "import runpy\nrunpy.run_module('ddpdemo.examples.hang_patterns', "
+        "run_name='__main__')\n")
+    took = run_job(folder, [str(folder / "train.py"), "workers"], 2,
+                   {0: "torch_distributed_zero_first", 1: "=all_reduce"},
+                   None, timeout=30, during=while_it_hangs)
+    print(f"workers: {took:.0f} s")
+    return folder
 
 
 def report(*paths):
@@ -270,3 +333,68 @@ def test_the_console_script_runs(jobs):
         timeout=300)
     assert done.returncode == 0, done.stderr
     assert section(done.stdout) == [explain.link("zero-first")]
+
+
+# -- a job with DataLoader workers, read while it hangs and after -----------
+
+@pytest.mark.timeout(900)
+def test_while_it_hangs_the_stacks_alone_are_read(workers_job):
+    folder = workers_job
+    alone, everything, mixed, status = [
+        (folder / f"during-{n}.txt").read_text()
+        for n in ("alone", "everything", "mixed", "status")]
+    assert status == "rc=0 still hanging=True", status
+    # The page's loop skipped the 4 workers: one block per rank.
+    assert re.findall(r"^RANK=\d+$", (folder / "stacks.txt").read_text(),
+                      re.M) == ["RANK=0", "RANK=1"]
+    for text in (alone, everything, mixed):
+        assert re.search(r"rank 0: waiting in barrier \(.*from \S+ in "
+                         r"torch_distributed_zero_first", text), text
+        assert "rank 1: waiting in all_reduce" in text, text
+    # What does not exist yet is named, and the rest is read.
+    assert "Not read: fr, because an empty directory." in everything
+    assert "No report in torchrun.log, because" in everything \
+        or "Not read: torchrun.log, because" in everything, everything
+    assert "1 DataLoader workers' stacks, left out" in mixed, mixed
+
+
+@pytest.mark.timeout(900)
+def test_after_it_ended_everything_is_read(workers_job):
+    folder = workers_job
+    text = report(folder / "fr", folder / "stacks.txt",
+                  folder / "torchrun.log")
+    seq = reference_seq(folder, [0, 1])
+    assert f"collective #{seq}: barrier on rank 0" in text, text
+    assert section(text) == [explain.link("zero-first")], text
+    assert "Not read" not in text and "No report" not in text, text
+
+
+def test_a_rank_torchrun_stopped_is_not_dead():
+    # A plain job (tests/data/explain/README.md): rank 0 failed first,
+    # then torchrun sent rank 1 SIGTERM (its report: exitcode -15).
+    log = (DATA / "torchrun_sigterm.log").read_text()
+    assert "exitcode  : -15" in log and "closing signal SIGTERM" in log
+    text = report(DATA / "torchrun_sigterm.log")
+    assert "rank 1: no stack; then stopped by torchrun (SIGTERM) once " \
+           "rank 0 had failed" in text, text
+    assert "died" not in text and "gone" not in text, text
+    assert explain.link("dead-rank") not in text, text
+
+
+def test_an_interrupted_torchrun_wrote_no_report(capsys):
+    # Ctrl-C on torchrun: no report, no rank's lines. Alone: nothing to
+    # read (exit 2); beside stacks: named, and the stacks are read.
+    err = bad(capsys, DATA / "torchrun_interrupted.log")
+    assert "interrupted (signal 2)" in err, err
+    text = report(DATA / "torchrun_interrupted.log",
+                  DATA / "stacks_with_workers.txt")
+    assert "Not read: " in text and "interrupted (signal 2)" in text, text
+    assert "4 DataLoader workers' stacks, left out" in text, text
+    assert re.search(r"rank 0: waiting in barrier .*"
+                     r"torch_distributed_zero_first", text), text
+
+
+def test_a_missing_input_beside_a_good_one_is_named(tmp_path):
+    text = report(tmp_path / "fr", DATA / "stacks_with_workers.txt")
+    assert f"Not read: {tmp_path / 'fr'}, because no such file" in text
+    assert "rank 1: waiting in all_reduce" in text, text

@@ -20,6 +20,10 @@ Scenarios (--timeout bounds each hang, 8 s by default):
   two-hangs     4 ranks, two pairs with a group each: in one, rank 0's
                 rank-0-only all_reduce; in the other, rank 2's extra
                 batch (DDP's gradient all_reduce with no partner)
+  workers       chapter 5's deadlock with DataLoader workers running
+                (num_workers=2, started at once, as YOLOv5's
+                InfiniteDataLoader does): each rank has two child
+                processes with its RANK and command line
 """
 import argparse
 import contextlib
@@ -33,6 +37,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ddpdemo import launch
 from ddpdemo.ddp import mlp
+from ddpdemo.ordering import torch_distributed_zero_first
 
 BUSY = 1.5   # a "busy" rank sleeps this many timeouts: past the hang
 
@@ -94,8 +99,23 @@ def two_hangs(rank, timeout_s):
         uneven(rank, pairs[1])
 
 
+def workers(rank, timeout_s):
+    def loader(rank, n, num_workers):
+        with torch_distributed_zero_first(rank):
+            data = torch.utils.data.TensorDataset(torch.arange(n * 1.0))
+        return torch.utils.data.DataLoader(data, batch_size=4,
+                                           num_workers=num_workers)
+
+    batches = iter(loader(rank, 64, 2))      # workers start here
+    if rank == 0:
+        loader(rank, 32, 0)                  # the val loader: rank=rank
+    dist.all_reduce(torch.ones(4))           # "training"
+    del batches
+
+
 SCENARIOS = {"ddp-forward": ddp_forward, "rank0-branch": rank0_branch,
-             "wait": wait, "stall": stall, "two-hangs": two_hangs}
+             "wait": wait, "stall": stall, "two-hangs": two_hangs,
+             "workers": workers}
 
 
 def main():
