@@ -159,11 +159,15 @@ def test_gloo_interface_on_one_machine():
 
 
 def test_ssh_hosts_must_hold_world_size_ranks():
+    import types
     from ddpdemo.runtime.ssh import SSHRanks
     with pytest.raises(ValueError, match="hold 3 ranks, but world_size=4"):
-        SSHRanks(4, "/tmp/ddpdemo-x", {"a": 2, "b": 1})
-    ranks = SSHRanks(3, "/tmp/ddpdemo-x", {"a": 2, "me@b:2222": 1})
+        SSHRanks(4, {"a": 2, "b": 1})
+    ranks = SSHRanks(3, {"a": 2, "me@b:2222": 1})
     assert ranks.slots == [("a", 0), ("a", 1), ("me@b:2222", 0)]
+    # Each host's directory is named after the cluster's own when it
+    # starts (the engines' tmpdir).
+    ranks.start(types.SimpleNamespace(tmpdir="/tmp/ddpdemo-x/"))
     assert ranks.remote_dirs == {"a": "/tmp/ddpdemo-x-a",
                                  "me@b:2222": "/tmp/ddpdemo-x-me_b_2222"}
 
