@@ -1,5 +1,55 @@
 """Quiet progress output for every test and every notebook kernel nbval
-starts (kernels inherit this environment), so stored outputs stay exact."""
+starts (kernels inherit this environment), so stored outputs stay exact.
+
+And how one test run is split between pytest-xdist's two workers
+(pyproject.toml's addopts: `-n 2 --dist loadfile --no-loadscope-reorder`).
+Most of the suite waits: for ranks to import torch, for a hang's timeout,
+for a browser; two workers overlap those waits. What must stay in one
+worker is a file: a notebook's cells share one kernel (nbval runs them in
+order), and a module's tests share its module-scoped fixtures (a cluster,
+a built site). The files that use something machine-wide (network
+namespaces: MACHINE_WIDE) are one unit, run one after another in one
+worker. Here, not in tests/conftest.py, so that `pytest book/x.ipynb`
+is scheduled the same way.
+
+(Not xdist's own `xdist_group` marker: pytest-xdist 3.8 groups by
+renaming `item._nodeid`, which pytest 9 no longer reads, so with pytest
+9.2 every marked test became a unit of its own.)
+"""
 import os
 
+import pytest
+
 os.environ["IPP_NONINTERACTIVE"] = "1"
+
+# Network namespaces, sshd, munge, slurmd and mpiexec on hosts a and b
+# (tests/hosts.py): never two of these files at once.
+MACHINE_WIDE = ("tests/test_multihost.py", "tests/test_slurm.py",
+                "tests/test_mpi.py")
+# The longest file goes first: one worker takes it while the other runs
+# the rest (tests/test_site.py builds both editions and drives a browser
+# through every page: about 7 of the 23 minutes one after another).
+FIRST = ("tests/test_site.py",)
+
+
+def _file(nodeid):
+    return nodeid.split("::", 1)[0]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The longest file first (the workers take files in this order)."""
+    first = [i for i in items if _file(i.nodeid) in FIRST]
+    items[:] = first + [i for i in items if _file(i.nodeid) not in FIRST]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's loadfile, with the MACHINE_WIDE files one unit."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class Files(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            path = _file(nodeid)
+            return "machine-wide" if path in MACHINE_WIDE else path
+
+    return Files(config, log)

@@ -12,7 +12,7 @@ import pytest
 
 from ddpdemo.runtime import batch, engine
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.fast]
 
 
 def test_sbatch_args_are_sbatch_lines_in_the_clusters_directory(tmp_path):

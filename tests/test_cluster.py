@@ -87,6 +87,7 @@ def reference_sum(world_size):
 
 
 
+@pytest.mark.fast
 def test_all_reduce_two_ranks_matches_reference(cluster):
     results = cluster.run(all_reduce_example)
     assert len(results) == 2
@@ -100,6 +101,7 @@ def my_rank():
     return dist.get_rank()
 
 
+@pytest.mark.fast
 def test_results_come_back_in_rank_order(cluster):
     assert cluster.run(my_rank) == [0, 1]
 
@@ -111,6 +113,7 @@ def test_environment_set_per_rank(cluster):
                    {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"}]
 
 
+@pytest.mark.fast
 def test_lonely_barrier_raises_hang_error_naming_rank_0(cluster):
     timeout = 2.0
     start = time.monotonic()
@@ -130,6 +133,7 @@ def test_lonely_barrier_raises_hang_error_naming_rank_0(cluster):
     assert cluster.run(all_reduce_example)[1].tolist() == [4, 6]
 
 
+@pytest.mark.fast
 def test_exception_on_one_rank_raises_rank_error(cluster):
     with pytest.raises(ddpdemo.RankError) as info:
         cluster.run(raise_on_rank_1)
@@ -140,6 +144,7 @@ def test_exception_on_one_rank_raises_rank_error(cluster):
     assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
 
 
+@pytest.mark.fast
 def test_killed_engine_is_named_and_recovered(cluster):
     victim = cluster.pids[1]
 
@@ -439,6 +444,7 @@ def wait_for_spares(cluster, within=120):
     return waiting.until(cluster.spares_ready, within, every=0.1)
 
 
+@pytest.mark.fast
 def test_a_hang_promotes_the_spares_and_starts_new_ones():
     with ddpdemo.Cluster(world_size=2, backend="gloo", timeout=20) as c:
         assert wait_for_spares(c)

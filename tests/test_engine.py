@@ -12,6 +12,8 @@ import torch.distributed as dist
 from ddpdemo import devices
 from ddpdemo.runtime import engine
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.fixture
 def namespace(monkeypatch):

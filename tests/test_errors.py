@@ -9,6 +9,10 @@ from ddpdemo.errors import (HangError, RankError, format_stack, in_module,
                             parse_stack, short_path)
 from ddpdemo.runtime import engine
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 SITE = "/venv/lib/python3.11/site-packages"
 DUMP = f'''Thread 0x00007f1 (most recent call first):
   File "/repo/ddpdemo/runtime/engine.py", line 40 in watch

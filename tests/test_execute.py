@@ -9,6 +9,8 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from ddpdemo.book import execute
 
+pytestmark = pytest.mark.fast
+
 ROOT = execute.ROOT
 
 

@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 
 from ddpdemo.figures import new_figure, rank_color, timeline
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.fast]
 
 SPANS = [(0, "work", 10.0, 10.2), (0, "barrier", 10.2, 10.6),
          (1, "work", 10.0, 10.6), (1, "barrier", 10.6, 10.601)]

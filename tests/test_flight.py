@@ -11,6 +11,8 @@ import pytest
 
 from ddpdemo import flight
 
+pytestmark = pytest.mark.fast
+
 
 def test_the_size_goes_in_the_environment_and_is_read_back():
     env = flight.env(500)

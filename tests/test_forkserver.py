@@ -10,7 +10,7 @@ import pytest
 
 from ddpdemo.runtime import forkserver, processes, waiting
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.fast]
 
 PROBE = """
     import os, sys

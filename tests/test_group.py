@@ -4,6 +4,10 @@ and which store each rank is given. (Real groups: test_cluster.py.)
 The stand-in engines are conftest.py's StandInEngines."""
 from ddpdemo.runtime import engine, group
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_ranks_come_from_the_engines_environment(FakeEngines):
     engines = FakeEngines([(2, "a"), (0, "a"), (1, "b")])

@@ -18,7 +18,7 @@ import pytest
 from ddpdemo.book import i18n, zh_book
 
 ROOT = i18n.ROOT
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.fast]
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 

@@ -15,6 +15,10 @@ import ddpdemo
 import ddpdemo.runtime
 from ddpdemo.runtime import engine, flight, forkserver, guard
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 PACKAGE = pathlib.Path(ddpdemo.__file__).parent
 # The package's parts: a module belongs to the deepest of these that holds
 # it; the top level is "ddpdemo".

@@ -6,6 +6,10 @@ import pathlib
 import re
 import shlex
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 

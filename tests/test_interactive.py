@@ -14,7 +14,7 @@ from ddpdemo import interactive
 from ddpdemo.ledger import Ledger
 from ddpdemo.ring import RingStats
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.fast]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FR = os.path.join(ROOT, "tests", "data", "fr_gloo_2ranks.pkl")
 

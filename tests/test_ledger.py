@@ -13,6 +13,8 @@ import ddpdemo
 from ddpdemo.ledger import (Called, Finding, Ledger, Site, Stopped,
                             entries, site)
 
+pytestmark = pytest.mark.fast
+
 DATA = os.path.join(os.path.dirname(__file__), "data", "fr_gloo_2ranks.pkl")
 
 

@@ -6,6 +6,10 @@ import sys
 
 from ddpdemo.book import length
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_book_is_within_its_length():
     sizes = length.measure()

@@ -13,7 +13,7 @@ from sphinx.errors import ExtensionError
 
 from ddpdemo.book.lightpages import mathml
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.fast]
 NS = "{http://www.w3.org/1998/Math/MathML}"
 
 

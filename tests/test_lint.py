@@ -6,6 +6,10 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "pyproject.toml"
 

@@ -7,6 +7,8 @@ from ddpdemo.runtime.placement import (LauncherPlacement, LocalPlacement,
                                        ProfilePlacement)
 from ddpdemo.runtime.ssh import SSHRanks
 
+pytestmark = pytest.mark.fast
+
 
 @pytest.mark.parametrize("world_size,backend,timeout", [
     (1, "gloo", 1), (4, "auto", 2.5), (8, "nccl", 1e6)])

@@ -13,6 +13,10 @@ from ddpdemo.runtime import engine, outcome, processes, waiting
 
 from conftest import StandInEngines as Engines
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 @contextlib.contextmanager
 def ended_child():

@@ -10,6 +10,10 @@ import time
 
 from ddpdemo.runtime import guard, processes, waiting
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_guarded_command_names_parent_remove_and_preload():
     cmd = processes.guarded("ipyparallel.engine", remove="/tmp/x",

@@ -1,6 +1,10 @@
 """Progress for a person, silence under nbval and CI."""
 from ddpdemo.runtime.progress import Progress, interactive
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_progress_is_shown_to_a_person(monkeypatch, capsys):
     monkeypatch.delenv("IPP_NONINTERACTIVE", raising=False)

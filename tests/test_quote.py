@@ -7,6 +7,8 @@ import torch.distributed as dist
 
 from ddpdemo.quote import cite, find, show_source
 
+pytestmark = pytest.mark.fast
+
 
 def test_cite_prints_path_line_and_source(capsys):
     numbers = cite("torch/distributed/constants.py", "default_pg_timeout:")

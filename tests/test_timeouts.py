@@ -6,7 +6,7 @@ import pytest
 
 from ddpdemo import quote, timeouts
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.fast]
 
 
 def test_defaults_are_torchs_and_the_source_is_cited(capsys):

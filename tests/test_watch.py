@@ -10,6 +10,8 @@ import pytest
 
 from ddpdemo.runtime import engine, processes, waiting, watch
 
+pytestmark = pytest.mark.fast
+
 
 # No upper bound in seconds below (a loaded 2-core machine breaks them):
 # each wait is given a long timeout, and the test checks it returned

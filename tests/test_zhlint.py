@@ -9,6 +9,10 @@ import sys
 from ddpdemo.book import zhlint
 from ddpdemo.book.i18n import ROOT
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_the_edition_passes_its_lint():
     assert zhlint.check() == []

@@ -8,6 +8,10 @@ from sphinx.search import IndexBuilder
 
 from ddpdemo.book import zhsearch
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 
 def test_cut_makes_overlapping_pairs():
     assert zhsearch.cut("数据增强") == ["数据", "据增", "增强"]
