@@ -101,21 +101,41 @@ try:
         dist.all_reduce(torch.ones(1))
     print("returned")
 except RuntimeError as error:
-    print(error)
+    print(error, flush=True)
+    # Stay alive while the other rank's own timeout comes: a process that
+    # ends closes its pairs, and the other rank would then report
+    # "Connection closed by peer" instead (the page says both).
+    import time
+    time.sleep(4)
 """
 
 
-def mismatched(tmp_path):
-    """What the two ranks of MISMATCH printed, rank 0 first."""
-    store = str(tmp_path / "store")
-    procs = [subprocess.Popen([sys.executable, "-c", MISMATCH, str(rank),
-                               store], stdout=subprocess.PIPE, text=True)
-             for rank in range(2)]
-    try:
-        return [proc.communicate(timeout=120)[0] for proc in procs]
-    finally:
-        for proc in procs:
-            proc.kill()
+def mismatched(tmp_path, tries=5):
+    """What the two ranks of MISMATCH printed, rank 0 first, from the
+    first run in which each rank's own timeout fired. Which rank times out
+    first is a race: its timeout closes the pair, and the other rank may
+    then print "Connection closed by peer" instead (the page says so).
+    Every run must end in one of those two, never in a matched call."""
+    seen = []
+    for attempt in range(tries):
+        store = str(tmp_path / f"store-{attempt}")
+        procs = [subprocess.Popen([sys.executable, "-c", MISMATCH,
+                                   str(rank), store],
+                                  stdout=subprocess.PIPE, text=True)
+                 for rank in range(2)]
+        try:
+            outs = [proc.communicate(timeout=120)[0] for proc in procs]
+        finally:
+            for proc in procs:
+                proc.kill()
+        for out in outs:
+            assert ("Timed out waiting 2000ms" in out
+                    or "Connection closed by peer" in out), outs
+        if all("Timed out waiting" in out for out in outs):
+            return outs
+        seen.append(outs)
+    raise AssertionError(f"in {tries} runs no rank pair both timed out: "
+                         f"{seen}")
 
 
 def provoke(kind, tmp_path):
