@@ -285,7 +285,9 @@ def explain_speed(world_size=8, entries=2000, reps=3):
     (issue 33): real entries, with their call sites, that a one-rank gloo
     group records here; copied as ranks 0..7, the last rank one
     collective short. Median seconds of the analysis in this process
-    (torch imported), and of the whole command (importing torch too)."""
+    (torch imported), and of the whole command in a fresh interpreter
+    (which reads the dumps with torch's loader without importing torch:
+    ddpdemo.jobfiles.torch_read_dump)."""
     import pickle
     import tempfile
     import torch

@@ -335,6 +335,25 @@ def test_the_console_script_runs(jobs):
     assert section(done.stdout) == [explain.link("zero-first")]
 
 
+@pytest.mark.timeout(900)
+def test_dumps_are_read_with_torchs_loader_without_importing_torch(jobs):
+    # The format taken without importing torch is the one this torch
+    # writes, and a job's dumps are then read by torch's own loader code
+    # with torch never imported (most of the command's time otherwise).
+    from ddpdemo import jobfiles
+    assert jobfiles.KNOWN_VERSION == jobfiles.writer_version()
+    code = ("import sys, ddpdemo.explain as e, ddpdemo.jobfiles as j; "
+            "out = e.explain(sys.argv[1:]); "
+            "print(j.torch_read_dump().__module__, 'torch' in sys.modules); "
+            "print(out)")
+    done = subprocess.run([sys.executable, "-c", code,
+                           str(jobs["zero-first"] / "fr")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("_ddpdemo_loader False\n"), done.stdout
+    assert section(done.stdout) == [explain.link("zero-first")]
+
+
 # -- a job with DataLoader workers, read while it hangs and after -----------
 
 @pytest.mark.timeout(900)
