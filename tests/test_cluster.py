@@ -352,7 +352,9 @@ def test_kernel_shutdown_stops_everything():
     text = "".join(m["content"].get("text", "") for m in outputs
                    if m["msg_type"] == "stream").split()
     pids, tmp = [int(p) for p in text[:2]], text[2]
-    assert wait_until_gone(pids, tmp, within=15) == ([], False)
+    # The guards end the engines, then remove the directory: a loaded
+    # 2-core machine was seen to take longer than 15 s.
+    assert wait_until_gone(pids, tmp, within=60) == ([], False)
 
 
 def test_engine_dying_at_start_fails_fast_and_quotes_its_log():
