@@ -25,6 +25,7 @@ import time
 import torch
 import torch.distributed as dist
 
+from .runtime import waiting
 from .runtime.devices import gpu_count, loopback_interface, nccl_device
 
 # What torchrun sets that tells a rank where it runs (the agent's
@@ -99,6 +100,25 @@ def dump_flight_recorder(rank, stacks=True):
     return path
 
 
+def settle_flight_recorder(within=2.0):
+    """Wait (at most `within` s) until the Flight Recorder has retired
+    every collective: the error of a failed gloo collective can reach
+    Python before its entry is retired, and a dump taken then shows it
+    pending (a CI run's chapter 5 did). Only where every collective has
+    ended (returned or raised), as after a caught timeout."""
+    if not os.environ.get(DUMP_VAR):
+        return
+    import pickle
+    from torch._C._distributed_c10d import _dump_fr_trace
+
+    def retired():
+        dump = pickle.loads(_dump_fr_trace(includeCollectives=True,
+                                           includeStackTraces=False,
+                                           onlyActive=False))
+        return all(e.get("retired", True) for e in dump.get("entries", []))
+    waiting.until(retired, within)
+
+
 def arm_flight_dump(rank):
     """Dump this rank's Flight Recorder on SIGUSR2 (and carry on) or on
     SIGTERM (then exit 143), even while the main thread is blocked in a
@@ -160,6 +180,7 @@ def exit_if_stuck(problem, report):
     names the stuck ones. Returns if no rank got stuck."""
     rank = dist.get_rank()
     if problem is not None:   # first, in case the others are gone
+        settle_flight_recorder()
         dump_flight_recorder(rank)   # if TORCH_FR_DUMP_TEMP_FILE is set
     problems = [None] * dist.get_world_size()
     dist.all_gather_object(problems, problem, group=report)

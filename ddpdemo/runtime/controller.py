@@ -68,8 +68,15 @@ def stop(cluster, placement):
     """Stop the controller, after the placement stopped the engines."""
     controller = getattr(cluster.controller, "pid", -1)
     if placement.owns_controller and controller > 0:
-        # Nothing to save: SIGKILL, so stopping takes no grace time.
+        # Nothing to save: SIGKILL, so stopping takes no grace time. The
+        # placement has stopped its engines itself. Not ipyparallel's
+        # stop: it waits up to 5 s per launcher on a thread that, in a
+        # kernel shutting down, never sees the process go, and a kernel
+        # manager SIGTERMs a kernel still busy after 2.5 s, before this
+        # cluster's directory is removed (the kernel shutdown test in
+        # tests/test_cluster.py).
         processes.kill_tree(controller)
+        return
     try:
         cluster.stop_cluster_sync()
     except Exception:

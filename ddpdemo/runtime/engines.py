@@ -149,6 +149,10 @@ class Engines:
             except Exception:
                 pass
         if self._ipp is not None:
+            # ipyparallel rewrites its cluster file (making its directory
+            # again) when it notices an engine set stop, which may be
+            # after the cluster's directory has been removed: no file.
+            self._ipp.cluster_file = ""
             self.placement.stop(self)
             controller.stop(self._ipp, self.placement)
         self._ipp = self._client = None
