@@ -5,16 +5,18 @@ printed, then what the ranks printed, then the exit status. Bounded.
     done = torchrun("--standalone", "--nproc-per-node", "2",
                     "-m", "ddpdemo.examples.all_reduce_sums")
 
-Chapters 4, 5, 6, 7 and 8 use it; the scripts are in
+"Launching a real job" and chapters 4 to 8 use it; the scripts are in
 ddpdemo.examples.
-`run_together` starts several such commands at once (chapter 1: two jobs
-on one machine at the same time) and prints each one's block in order.
+`run_together` starts several such commands at once ("Launching a real
+job": two jobs on one machine at the same time) and prints each one's
+block in order.
 """
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 TIMEOUT = 120   # s; a 2-rank script takes ~10 s on a 2-core machine
@@ -52,7 +54,7 @@ def _kill_group(proc):
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    proc.communicate()
+    proc.wait()
 
 
 def run_command(program, *args, timeout=TIMEOUT, show_stderr="ranks"):
@@ -84,29 +86,61 @@ def run_together(*commands, timeout=TIMEOUT, show_stderr="ranks"):
     return done
 
 
+def _read_lines(stream, start, into):
+    """Read `stream` to its end as (seconds since start, line) pairs."""
+    for line in stream:
+        into.append((time.monotonic() - start, line))
+
+
 def collect(*argvs, timeout=TIMEOUT, cwd=None):
     """Run every argv at once and return their CompletedProcesses (output
     captured, nothing printed): each in a session of its own, so that a
     launcher still running at the timeout is killed with all its ranks
     (TimeoutExpired is raised then), and with a temporary directory of its
-    own, removed afterwards. The tests launch their scripts with it too."""
+    own, removed afterwards. The tests launch their scripts with it too.
+    Each result also has `stamps`: (seconds since the start, line) for
+    every line of stdout and stderr, in order of arrival, so a notebook can
+    say when each rank printed what ("Choosing the timeout")."""
     with tempfile.TemporaryDirectory(prefix="ddpdemo-run-") as tmpdir:
+        start = time.monotonic()
         procs = [subprocess.Popen(argv, env=_env(tmpdir), cwd=cwd, text=True,
                                   start_new_session=True,
                                   stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE)
                  for argv in argvs]
-        deadline, done = time.monotonic() + timeout, []
+        readers = []
+        for proc in procs:
+            out, err = [], []
+            threads = [threading.Thread(target=_read_lines, daemon=True,
+                                        args=(stream, start, into))
+                       for stream, into in ((proc.stdout, out),
+                                            (proc.stderr, err))]
+            for thread in threads:
+                thread.start()
+            readers.append((threads, out, err))
+        deadline, done = start + timeout, []
         try:
-            for argv, proc in zip(argvs, procs):
-                left = max(deadline - time.monotonic(), 0.001)
-                out, err = proc.communicate(timeout=left)
-                done.append(subprocess.CompletedProcess(
-                    argv, proc.returncode, out, err))
+            for argv, proc, (threads, out, err) in zip(argvs, procs,
+                                                       readers):
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
+                for thread in threads:     # a rank may hold the pipes
+                    thread.join(max(deadline - time.monotonic(), 0.001))
+                    if thread.is_alive():
+                        raise subprocess.TimeoutExpired(argv, timeout)
+                run = subprocess.CompletedProcess(
+                    argv, proc.returncode, "".join(ln for _, ln in out),
+                    "".join(ln for _, ln in err))
+                run.stamps = [(t, ln.rstrip("\n"))
+                              for t, ln in sorted(out + err)]
+                done.append(run)
         finally:
-            for proc in procs:
-                if proc.poll() is None:
+            for proc, (threads, _, _) in zip(procs, readers):
+                if proc.poll() is None or any(t.is_alive() for t in threads):
                     _kill_group(proc)
+                for thread in threads:
+                    thread.join(5)
+                proc.stdout.close()
+                proc.stderr.close()
     return done
 
 

@@ -60,7 +60,7 @@ def test_when_ddp_hangs_with_join_ends_with_equal_weights(classic, torchrun):
 
 @pytest.mark.timeout(3 * BOUND)
 def test_train_ddp_saves_once_and_every_rank_loads_it(torchrun, tmp_path):
-    # Chapter 7's GPU-ready script, here on gloo: it picks NCCL only when
+    # The GPU-ready script (book/00b_launching), here on gloo: NCCL only when
     # every local rank has a GPU. Bounded more loosely than BOUND: it
     # trains two epochs on a 2-core machine shared with other jobs.
     import torch
@@ -70,13 +70,15 @@ def test_train_ddp_saves_once_and_every_rank_loads_it(torchrun, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     rank0, rank1 = rank_lines(out.stdout, 0), rank_lines(out.stdout, 1)
     for lines in (rank0, rank1):
-        assert lines[2:] == ["loaded checkpoint equals the trained weights: "
+        assert lines[3:] == ["loaded checkpoint equals the trained weights: "
                              "True", "parameters equal on every rank: True"]
-    seen = {(r, e): lines[e].split("samples ")[1].split("...")[0]
+    seen = {(r, e): lines[1 + e].split("samples ")[1].split("...")[0]
             for r, lines in enumerate((rank0, rank1)) for e in (0, 1)}
     assert seen[0, 0] != seen[1, 0]          # each rank its own share
     assert seen[0, 0] != seen[0, 1]          # set_epoch reshuffled
     saved = torch.load(checkpoint, map_location="cpu")
+    assert rank1[0] == "RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 on cpu (gloo)"
+    assert out.stdout.count("mean loss over ranks") == 2   # rank 0 only
     assert saved["epoch"] == 2
     assert set(saved["model"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
 

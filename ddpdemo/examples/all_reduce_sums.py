@@ -1,5 +1,5 @@
 """Chapter 1's program as a script: all_reduce sums, and the hand-made ring
-gives the same sums.
+gives the same sums ("Launching a real job" runs it under both launchers).
 
     torchrun --standalone --nproc-per-node 2 \\
         -m ddpdemo.examples.all_reduce_sums

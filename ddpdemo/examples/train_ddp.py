@@ -1,8 +1,12 @@
-"""A complete DDP training script, the one to take to GPUs (chapter 7,
-"A GPU-ready script"). On one machine, one process per GPU (or two on
-the CPU):
+"""A complete DDP training script, the one to take to GPUs ("Launching a
+real job", book/00b_launching). On one machine, one process per GPU (or
+two on the CPU):
 
     torchrun --standalone --nproc-per-node 2 -m ddpdemo.examples.train_ddp
+
+Without torchrun it is one process, a group of one:
+
+    python -m ddpdemo.examples.train_ddp
 
 On two nodes, the checkpoint on storage that both nodes see:
 
@@ -16,13 +20,17 @@ runs in the tests; it refuses to start with some GPUs but fewer than
 ranks per node. The data set is made in code, the same on every rank; each rank
 trains on its share (DistributedSampler, reshuffled every epoch by
 set_epoch); rank 0 saves a checkpoint, the others wait at a barrier, then
-every rank loads it with map_location onto its own device. Each rank's
-lines are printed by rank 0, in rank order.
+every rank loads it with map_location onto its own device. Progress and
+each rank's lines are printed by rank 0 alone, in rank order.
+`--validate S` has rank 0 work alone for S seconds before saving while
+the others wait at the barrier; `--timeout S` sets the group's timeout
+(the book runs both to show a timeout shorter than that wait).
 """
 import argparse
 import datetime
 import os
 import tempfile
+import time
 
 import torch
 import torch.distributed as dist
@@ -30,9 +38,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 # Bounds every collective. Hours, not seconds: while rank 0 saves or
-# validates, the others wait at a barrier, and on NCCL a wait past the
-# timeout makes the watchdog end the whole job. YOLOv5's train.py uses
-# 3 hours too.
+# validates, the others wait at a barrier, and a wait past the timeout
+# ends the job (the book shows it on gloo). YOLOv5's train.py uses 3 hours.
 TIMEOUT = datetime.timedelta(seconds=10800)
 
 
@@ -50,18 +57,22 @@ def backend_for(gpus, local_world_size):
                      "to train on the CPU")
 
 
-def setup():
-    """Join the group torchrun describes; returns (local_rank, device)."""
-    local_rank = int(os.environ["LOCAL_RANK"])
+def setup(timeout=TIMEOUT):
+    """Join the group torchrun describes, or without torchrun a group of
+    one (no port: an in-memory store); returns (local_rank, device)."""
+    alone = "RANK" not in os.environ              # not started by torchrun
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
     backend = backend_for(torch.cuda.device_count(),
-                          int(os.environ["LOCAL_WORLD_SIZE"]))
+                          int(os.environ.get("LOCAL_WORLD_SIZE", 1)))
+    kwargs = dict(timeout=timeout)
+    if alone:
+        kwargs.update(store=dist.HashStore(), rank=0, world_size=1)
+    device = torch.device("cpu")
     if backend == "nccl":
         device = torch.device("cuda", local_rank)   # one GPU per local rank
         torch.cuda.set_device(device)
-        dist.init_process_group("nccl", device_id=device, timeout=TIMEOUT)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", timeout=TIMEOUT)
+        kwargs["device_id"] = device
+    dist.init_process_group(backend, **kwargs)
     return local_rank, device
 
 
@@ -95,9 +106,13 @@ def main():
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--checkpoint", default=os.path.join(
         tempfile.gettempdir(), "train_ddp.pt"))
+    parser.add_argument("--timeout", type=float,
+                        default=TIMEOUT.total_seconds())
+    parser.add_argument("--validate", type=float, default=0.0)
     args = parser.parse_args()
-    local_rank, device = setup()
+    local_rank, device = setup(datetime.timedelta(seconds=args.timeout))
     rank = dist.get_rank()
+    master = rank == 0                    # prints progress, saves
 
     data = make_data()
     sampler = DistributedSampler(data, shuffle=True, seed=0)  # rank's share
@@ -106,7 +121,9 @@ def main():
     ddp_model = DDP(model, device_ids=[local_rank] if device.type == "cuda"
                     else None)
     optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.05)
-    lines = []
+    lines = [f"RANK={rank} LOCAL_RANK={local_rank} "
+             f"WORLD_SIZE={dist.get_world_size()} on {device} "
+             f"({dist.get_backend()})"]
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)          # else every epoch has one order
         total = 0.0
@@ -117,10 +134,19 @@ def main():
             loss.backward()               # gradients all-reduced here
             optimizer.step()
             total += loss.item()
+        mean = torch.tensor([total / len(loader)], device=device)
+        dist.all_reduce(mean)             # every rank's mean loss, summed
+        if master:
+            print(f"epoch {epoch}: mean loss over ranks "
+                  f"{mean.item() / dist.get_world_size():.3f}", flush=True)
         lines.append(f"epoch {epoch}: samples {list(sampler)[:4]}..., "
                      f"mean loss {total / len(loader):.3f}")
 
-    if rank == 0:                         # one writer, on shared storage
+    if master:                            # one writer, on shared storage
+        if args.validate:
+            print(f"rank 0 validates alone for {args.validate:g} s",
+                  flush=True)
+            time.sleep(args.validate)     # the others wait at the barrier
         torch.save({"model": model.state_dict(), "epoch": args.epochs},
                    args.checkpoint)
     dist.barrier()                        # nobody reads before it is written
