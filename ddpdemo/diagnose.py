@@ -7,7 +7,11 @@ collective number at which the ranks part, and the fix among `FIXES`, and
 away. The stuck ranks and the collective number come from the error
 itself; the fix is the one judgment the error cannot make, so the chapter
 gives it as a digest (`digest("b")`) rather than in clear. Introduced in
-chapter 5's exercises, used again in chapter 8's.
+chapter 5's exercises, used again in chapter 8's. A page may bring its
+own list of fixes ("Diagnose these", book/09_diagnose.ipynb, lists
+ddpdemo.examples.puzzles.FIXES): `Diagnosis(error, fix, fixes)` and
+`show_fixes(fixes)` take it, and its digests stand for a letter and its
+text, so that one letter of two lists has two digests.
 """
 import hashlib
 
@@ -24,9 +28,13 @@ FIXES = {
 }
 
 
-def digest(fix):
-    """Twelve hex digits that stand for a fix's letter."""
-    return hashlib.sha256(f"ddpdemo fix {fix}".encode()).hexdigest()[:12]
+def digest(fix, fixes=None):
+    """Twelve hex digits that stand for a fix's letter (of FIXES, or of a
+    page's own `fixes`: then for the letter and its text)."""
+    text = f"ddpdemo fix {fix}"
+    if fixes is not None:
+        text += f": {fixes.get(fix, '')}"
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def parting(ledger):
@@ -42,25 +50,29 @@ def parting(ledger):
 class Diagnosis:
     """One exercise over a real `HangError`: `error.ranks` are the stuck
     ranks, `parting(error.ledger)` the collective number where the ranks
-    part, and `fix` (a digest) the right letter of `FIXES`."""
+    part, and `fix` (a digest) the right letter of `FIXES`, or of the
+    page's own `fixes` where it gives them."""
 
-    def __init__(self, error, fix):
+    def __init__(self, error, fix, fixes=None):
         self.error = error
         self.fix = fix
+        self.fixes = fixes
         self.stuck = sorted(error.ranks)
         self.seq = parting(error.ledger) if error.ledger is not None else None
 
     def check(self, stuck=None, seq=None, fix=None):
         """Says, part by part, whether the answer is right: stuck (a rank
         or a list of ranks), seq (a collective number, a row of the
-        ledger), fix (a letter of FIXES). Never says what is right."""
+        ledger), fix (a letter of the fixes shown). Never says what is
+        right."""
         if isinstance(stuck, int):
             stuck = [stuck]
         parts = [
             ("stuck ranks", stuck, stuck is not None
              and sorted(stuck) == self.stuck),
             ("collective number", seq, seq == self.seq),
-            ("fix", fix, fix is not None and digest(fix) == self.fix),
+            ("fix", fix, fix is not None
+             and digest(fix, self.fixes) == self.fix),
         ]
         lines = [f"{name}: " + ("not answered yet" if given is None
                                 else "right" if ok
@@ -85,6 +97,7 @@ class Verdict(str):
         return str(self)
 
 
-def show_fixes():
-    """The fixes to choose from, one a line."""
-    return "\n".join(f"{letter}) {text}" for letter, text in FIXES.items())
+def show_fixes(fixes=None):
+    """The fixes to choose from, one a line: FIXES, or a page's own."""
+    return "\n".join(f"{letter}) {text}"
+                     for letter, text in (fixes or FIXES).items())

@@ -17,7 +17,9 @@ TESTED_BESIDE = {"all_reduce_sums": "test_collectives.py",
                  "reduce_mean_metrics": "test_metrics.py",
                  "seeds_mosaic": "test_seeding.py",
                  "node_cache": "test_nodes.py",
-                 "hang_patterns": "test_explain.py"}
+                 "hang_patterns": "test_explain.py",
+                 # not a script: the diagnosis page's jobs, run there
+                 "puzzles": "test_diagnose.py"}
 # Chapters 7 and 8's scripts, run by tests/test_ddp_examples.py.
 DDP_EXAMPLES = {"inside_ddp", "train_ddp", "when_ddp_hangs"}
 BOUND = 60    # s: a 2-rank script takes ~10 s on a 2-core machine
