@@ -5,8 +5,8 @@ printed, then what the ranks printed, then the exit status. Bounded.
     done = torchrun("--standalone", "--nproc-per-node", "2",
                     "-m", "ddpdemo.examples.all_reduce_sums")
 
-"Launching a real job" and chapters 4 to 8 use it; the scripts are in
-ddpdemo.examples.
+"Launching a real job", "When the job itself fails" and chapters 4 to 8
+use it; the scripts are in ddpdemo.examples.
 `run_together` starts several such commands at once ("Launching a real
 job": two jobs on one machine at the same time) and prints each one's
 block in order.
@@ -57,15 +57,24 @@ def _kill_group(proc):
     proc.wait()
 
 
-def run_command(program, *args, timeout=TIMEOUT, show_stderr="ranks"):
+def run_command(program, *args, timeout=TIMEOUT, show_stderr="ranks",
+                env=None):
     """Run `program args` (program: "torchrun", or "python" for this
     interpreter), print `$ program args`, its stdout, the `[rank N]` lines
     of its stderr (show_stderr="ranks"), all of it ("all") or none (None),
-    and `exit status: N`. Bounded: past `timeout` s the launcher and its
-    ranks are killed and TimeoutExpired is raised. Returns the
-    CompletedProcess."""
-    return run_together((program, *args), timeout=timeout,
-                        show_stderr=show_stderr)[0]
+    and `exit status: N`. `env`: variables to set for this command only,
+    printed before it as a shell writes them (`$ NAME=value torchrun ...`).
+    Bounded: past `timeout` s the launcher and its ranks are killed and
+    TimeoutExpired is raised. Returns the CompletedProcess."""
+    if not env:
+        return run_together((program, *args), timeout=timeout,
+                            show_stderr=show_stderr)[0]
+    assigned = [f"{name}={value}" for name, value in env.items()]
+    print("$", *assigned, program, *args)
+    done, = collect(["env", *assigned, _exe(program), *args],
+                    timeout=timeout)
+    show(done, show_stderr)
+    return done
 
 
 def run_together(*commands, timeout=TIMEOUT, show_stderr="ranks"):
@@ -144,7 +153,7 @@ def collect(*argvs, timeout=TIMEOUT, cwd=None):
     return done
 
 
-def torchrun(*args, timeout=TIMEOUT, show_stderr="ranks"):
+def torchrun(*args, timeout=TIMEOUT, show_stderr="ranks", env=None):
     """`torchrun args`, bounded; see run_command."""
     return run_command("torchrun", *args, timeout=timeout,
-                       show_stderr=show_stderr)
+                       show_stderr=show_stderr, env=env)

@@ -20,6 +20,8 @@ TESTED_BESIDE = {"all_reduce_sums": "test_collectives.py",
                  "hang_patterns": "test_explain.py",
                  # not a script: the diagnosis page's jobs, run there
                  "puzzles": "test_diagnose.py"}
+# "When the job itself fails" (book/00c_job_failures.ipynb): run below.
+JOB_FAILURES = {"rank_killed", "rank_raises"}
 # Chapters 7 and 8's scripts, run by tests/test_ddp_examples.py.
 DDP_EXAMPLES = {"inside_ddp", "train_ddp", "when_ddp_hangs"}
 BOUND = 60    # s: a 2-rank script takes ~10 s on a 2-core machine
@@ -43,7 +45,8 @@ def launch(torchrun, module, *args, classic=False):
 
 def test_every_chapter_topic_has_a_tested_script():
     assert set(EXAMPLES) == set(TESTED_BESIDE) | {
-        "barrier_order", "val_dataloader_deadlock"} | DDP_EXAMPLES
+        "barrier_order", "val_dataloader_deadlock"} | DDP_EXAMPLES \
+        | JOB_FAILURES
     tests = pathlib.Path(__file__).parent
     for module, test_file in TESTED_BESIDE.items():
         text = (tests / test_file).read_text()
@@ -95,3 +98,44 @@ def test_deadlock_example_fixed_with_rank_minus_1(torchrun):
         "[rank 0] train loader: 4 batches (its shard)",
         "[rank 0] val loader: 4 batches (all of it)",
         "[rank 1] train loader: 4 batches (its shard)"]
+
+
+def report(out):
+    """torchrun's failure report: (other failures, root cause) blocks."""
+    failures, cause = out.stderr.split("Failures:")[1].split(
+        "Root Cause (first observed failure):")
+    return failures, cause
+
+
+def test_rank_killed_is_the_root_cause_and_rank_0_is_stopped(torchrun):
+    out, elapsed = launch(torchrun, "rank_killed")
+    assert out.returncode == 1 and elapsed < BOUND
+    failures, cause = report(out)
+    assert "rank      : 1 (local_rank: 1)" in cause
+    assert "exitcode  : -9 (pid:" in cause and "(SIGKILL)" in cause
+    assert "Signal 9 (SIGKILL) received by PID" in cause
+    assert "rank      : 0 (local_rank: 0)" in failures
+    assert "exitcode  : -15 (pid:" in failures
+    lines = out.stderr.splitlines()
+    assert any(line.startswith("[rank 0] all_reduce raised: took ")
+               for line in lines)
+    assert any(line.startswith("[rank 0] got SIGTERM: took ")
+               for line in lines)
+    assert any(line.startswith("rank 0's error: ") and (
+        "Connection reset by peer" in line
+        or "Connection closed by peer" in line) for line in lines)
+
+
+def test_rank_raises_is_the_root_cause_with_its_traceback(torchrun):
+    out, elapsed = launch(torchrun, "rank_raises")
+    assert out.returncode == 1 and elapsed < BOUND
+    failures, cause = report(out)
+    assert "rank      : 1 (local_rank: 1)" in cause
+    assert "exitcode  : 1 (pid:" in cause
+    assert "/attempt_0/1/error.json" in cause        # @record's file
+    assert "ValueError: bad batch at step 3" in cause
+    assert "exitcode  : -15 (pid:" in failures       # rank 0, SIGTERMed
+    lines = out.stderr.splitlines()
+    assert "[rank 0] got SIGTERM from torchrun" in lines
+    assert ("[rank 1] raises; TORCHELASTIC_ERROR_FILE: "
+            ".../attempt_0/1/error.json") in lines

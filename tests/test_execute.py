@@ -27,12 +27,18 @@ def result(text):
                       execution_count=1)
 
 
-def test_sanitizers_are_the_five_nbval_uses():
+def test_sanitizers_are_the_seven_nbval_uses():
     rules = execute.sanitizers()
-    assert len(rules) == 5
+    assert len(rules) == 7
     masked = execute.sanitize("took 1.25 s, pid 42, port 7, 3.5 GB/s, "
                               "rank 3", rules)
     assert masked == "took <T> s, pid <PID>, port <PORT>, <BW> GB/s, rank 3"
+    # torchrun's failure report and a rendezvous endpoint (chapter "When
+    # the job itself fails"); an exit code beside them stays.
+    masked = execute.sanitize("exitcode  : -9 (pid: 1234)  (SIGKILL), "
+                              "received by PID 1234, 127.0.0.1:5678", rules)
+    assert masked == ("exitcode  : -9 (pid: <PID>)  (SIGKILL), "
+                      "received by PID <PID>, 127.0.0.1:<PORT>")
     # An interactive figure's timings block, and nothing beside it.
     block = ('<script type="application/json" data-timings>[0.25, 1e-3]'
              '</script><p>rank 1 waited 0.25 s</p>')

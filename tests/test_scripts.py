@@ -29,6 +29,16 @@ def test_rank_lines_of_stderr_are_shown_and_failure_reported(capsys):
     assert out[1:] == ["[rank 0] boom", "exit status: 3"]
 
 
+def test_env_is_set_for_the_command_and_printed_before_it(capsys):
+    # Chapter "When the job itself fails": GLOO_SOCKET_IFNAME for one job.
+    code = "import os; print(os.environ['DDPDEMO_X'])"
+    done = run_command("python", "-c", code, env={"DDPDEMO_X": "seen"})
+    out = capsys.readouterr().out.splitlines()
+    assert done.returncode == 0 and "DDPDEMO_X" not in os.environ
+    assert out == [f"$ DDPDEMO_X=seen python -c {code}", "seen",
+                   "exit status: 0"]
+
+
 def test_a_script_that_hangs_is_bounded_and_its_children_killed(tmp_path):
     # Like torchrun with a stuck rank: the launcher's child must not
     # outlive the timeout.
