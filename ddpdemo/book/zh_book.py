@@ -43,10 +43,14 @@ def _write(path, data):
         path.write_bytes(data)
 
 
+# The folded evidence cells' "Hide the evidence" (ddpdemo.book.evidence).
+HIDE_EVIDENCE = "收起证据"
+
 def notebook(en_text, zh):
     """The Chinese notebook: the English one with each markdown cell's
     source replaced by zh[cell id] (its MyST labels kept, above the same
-    headings) and each figure caption by zh[cell id + ':caption'];
+    headings), each figure caption by zh[cell id + ':caption'] and each
+    folded evidence line by zh[cell id + ':fold'];
     everything else untouched (a cell of labels alone stays as it is)."""
     nb = json.loads(en_text)
     for cell in nb["cells"]:
@@ -56,6 +60,10 @@ def notebook(en_text, zh):
         if i18n.figure_caption(cell) is not None:
             figure = cell["metadata"]["mystnb"]["figure"]
             figure["caption"] = zh[cell["id"] + i18n.CAPTION]
+        if i18n.fold_line(cell) is not None:
+            cell["metadata"]["mystnb"]["code_prompt_show"] = \
+                zh[cell["id"] + i18n.FOLD]
+            cell["metadata"]["mystnb"]["code_prompt_hide"] = HIDE_EVIDENCE
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 
