@@ -44,6 +44,10 @@ def test_the_line_is_the_claims_and_a_fold_hides_the_whole_cell():
     # a cell that stops being evidence is unfolded
     edited = dict(folded, source="print(1)")
     assert evidence.folded(edited)["metadata"] == {"tags": ["x"]}
+    # an exercise's folded solution is not evidence, and stays folded
+    solution = cell("print(1)", tags=["hide-cell"],
+                    mystnb={"code_prompt_show": "Solution"})
+    assert evidence.folded(solution) == solution
 
 
 def test_every_chapter_is_folded_as_written():
@@ -88,4 +92,4 @@ def test_the_chinese_edition_shows_the_line_in_chinese():
     for key in folds:
         mystnb = out[key.removesuffix(i18n.FOLD)]["metadata"]["mystnb"]
         assert mystnb["code_prompt_show"] == zh[key] != english[key]
-        assert mystnb["code_prompt_hide"] == zh_book.HIDE_EVIDENCE
+        assert mystnb["code_prompt_hide"] == zh_book.HIDE["Hide the evidence"]

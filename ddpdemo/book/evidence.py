@@ -27,6 +27,7 @@ QUOTERS = {"cite", "show_source"}
 FOLD_TAG = "hide-cell"
 # Tags a folded cell no longer needs: hide-cell hides both parts.
 SUPERSEDED = {"hide-input", "hide-output"}
+PROMPT = "Evidence from torch's source: "
 HIDE_PROMPT = "Hide the evidence"
 
 
@@ -99,7 +100,7 @@ def fold_line(calls):
             said.append(f"{ast.unparse(call.args[0])}'s code")
         else:
             said.append("torch's source")
-    return "Evidence from torch's source: " + "; ".join(dict.fromkeys(said))
+    return PROMPT + "; ".join(dict.fromkeys(said))
 
 
 def folded(cell):
@@ -116,7 +117,9 @@ def folded(cell):
         tags.append(FOLD_TAG)
         mystnb.update(code_prompt_show=fold_line(calls),
                       code_prompt_hide=HIDE_PROMPT)
-    elif "code_prompt_show" in mystnb:
+    elif mystnb.get("code_prompt_show", "").startswith(PROMPT):
+        # no longer evidence; other folds (an exercise's solution) are
+        # not this tool's
         tags = [t for t in tags if t != FOLD_TAG]
         mystnb.pop("code_prompt_show")
         mystnb.pop("code_prompt_hide", None)

@@ -43,8 +43,9 @@ def _write(path, data):
         path.write_bytes(data)
 
 
-# The folded evidence cells' "Hide the evidence" (ddpdemo.book.evidence).
-HIDE_EVIDENCE = "收起证据"
+# What a folded cell's button says once open: the evidence cells'
+# (ddpdemo.book.evidence) and the exercises' solutions.
+HIDE = {"Hide the evidence": "收起证据", "Hide the solution": "收起答案"}
 
 def notebook(en_text, zh):
     """The Chinese notebook: the English one with each markdown cell's
@@ -63,7 +64,9 @@ def notebook(en_text, zh):
         if i18n.fold_line(cell) is not None:
             cell["metadata"]["mystnb"]["code_prompt_show"] = \
                 zh[cell["id"] + i18n.FOLD]
-            cell["metadata"]["mystnb"]["code_prompt_hide"] = HIDE_EVIDENCE
+            mystnb = cell["metadata"]["mystnb"]
+            if "code_prompt_hide" in mystnb:
+                mystnb["code_prompt_hide"] = HIDE[mystnb["code_prompt_hide"]]
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 
