@@ -40,8 +40,9 @@ from pathlib import Path
 import yaml
 
 # How pages are cut into units; part of this module's interface.
-from .i18n_units import (CAPTION, cell_prose, figure_caption,  # noqa: F401
-                         md_units, render_md, split_md_unit, with_labels)
+from .i18n_units import (CAPTION, FOLD, cell_prose,  # noqa: F401
+                         figure_caption, fold_line, md_units, render_md,
+                         split_md_unit, with_labels)
 
 ROOT = Path(__file__).resolve().parents[2]   # the repository
 LANG = "zh"
@@ -79,6 +80,9 @@ def units(page, root=ROOT):
             caption = figure_caption(cell)
             if caption is not None:
                 found[f"{cell['id']}{CAPTION}"] = caption
+            fold = fold_line(cell)
+            if fold is not None:
+                found[f"{cell['id']}{FOLD}"] = fold
         return found
     return md_units(path.read_text())
 
@@ -161,10 +165,11 @@ def _where(page, key, root):
     """'cell 7 (id 3f2a1b9c)' for a notebook, 'section "key"' for a page."""
     if str(page).endswith(".ipynb"):
         nb = json.loads((Path(root) / page).read_text())
-        cell_id = key.removesuffix(CAPTION)
+        cell_id = key.removesuffix(CAPTION).removesuffix(FOLD)
         ids = [c.get("id") for c in nb["cells"]]
         index = ids.index(cell_id) if cell_id in ids else "?"
-        what = "figure caption of " if key.endswith(CAPTION) else ""
+        what = ("figure caption of " if key.endswith(CAPTION) else
+                "folded evidence line of " if key.endswith(FOLD) else "")
         return f"{what}cell {index} (id {cell_id})"
     return f"section {key!r}"
 

@@ -7,7 +7,9 @@ translations keep in English. What lies between units (blank lines, the
 glossary's fence and options) is not translated: render_md() puts the
 translated units back into the English page's text. A notebook's figure
 caption (a code cell's mystnb.figure.caption metadata) is a unit keyed
-"<cell id>:caption". Used by ddpdemo.book.i18n (issue 14).
+"<cell id>:caption", and a folded evidence cell's line (its
+mystnb.code_prompt_show) one keyed "<cell id>:fold". Used by
+ddpdemo.book.i18n (issue 14).
 
 In a notebook's markdown cell, MyST target lines "(label)=" are not
 prose: cell_prose() leaves them out of the unit (a cell of labels alone
@@ -18,6 +20,7 @@ above the same heading as in the English one.
 import re
 
 CAPTION = ":caption"    # a code cell's figure caption: "<cell id>:caption"
+FOLD = ":fold"          # a folded evidence cell's line: "<cell id>:fold"
 TARGET = re.compile(r"^\(([^()\s]+)\)=\s*$")   # a MyST target line, "(label)="
 
 
@@ -129,6 +132,14 @@ def split_md_unit(key, text):
         if a < b:
             found[k] = text[a:b]
     return found
+
+
+def fold_line(cell):
+    """The line a folded evidence cell shows (MyST-NB's
+    mystnb.code_prompt_show, written by ddpdemo.book.evidence), or
+    None."""
+    return cell.get("metadata", {}).get("mystnb", {}).get(
+        "code_prompt_show")
 
 
 def figure_caption(cell):

@@ -43,10 +43,15 @@ def _write(path, data):
         path.write_bytes(data)
 
 
+# What a folded cell's button says once open: the evidence cells'
+# (ddpdemo.book.evidence) and the exercises' solutions.
+HIDE = {"Hide the evidence": "收起证据", "Hide the solution": "收起答案"}
+
 def notebook(en_text, zh):
     """The Chinese notebook: the English one with each markdown cell's
     source replaced by zh[cell id] (its MyST labels kept, above the same
-    headings) and each figure caption by zh[cell id + ':caption'];
+    headings), each figure caption by zh[cell id + ':caption'] and each
+    folded evidence line by zh[cell id + ':fold'];
     everything else untouched (a cell of labels alone stays as it is)."""
     nb = json.loads(en_text)
     for cell in nb["cells"]:
@@ -56,6 +61,12 @@ def notebook(en_text, zh):
         if i18n.figure_caption(cell) is not None:
             figure = cell["metadata"]["mystnb"]["figure"]
             figure["caption"] = zh[cell["id"] + i18n.CAPTION]
+        if i18n.fold_line(cell) is not None:
+            cell["metadata"]["mystnb"]["code_prompt_show"] = \
+                zh[cell["id"] + i18n.FOLD]
+            mystnb = cell["metadata"]["mystnb"]
+            if "code_prompt_hide" in mystnb:
+                mystnb["code_prompt_hide"] = HIDE[mystnb["code_prompt_hide"]]
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 
