@@ -355,6 +355,15 @@ def test_chinese_notebooks_have_the_english_code_and_outputs(chinese):
                     b = json.loads(json.dumps(b))
                     b["metadata"]["mystnb"]["figure"]["caption"] = (
                         i18n.figure_caption(a))
+                if i18n.fold_line(b) is not None:   # the same, translated
+                    assert CJK.search(i18n.fold_line(b)), where
+                    b = json.loads(json.dumps(b))
+                    for prompt in ("code_prompt_show", "code_prompt_hide"):
+                        if prompt in a["metadata"]["mystnb"]:
+                            assert CJK.search(
+                                b["metadata"]["mystnb"][prompt]), where
+                            b["metadata"]["mystnb"][prompt] = (
+                                a["metadata"]["mystnb"][prompt])
                 assert a == b, f"{where} differs"
             elif i18n.cell_prose("".join(a["source"])):
                 assert CJK.search("".join(b["source"])), f"{page}: cell {i}"

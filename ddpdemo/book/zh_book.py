@@ -45,7 +45,8 @@ def _write(path, data):
 
 # What a folded cell's button says once open: the evidence cells'
 # (ddpdemo.book.evidence) and the exercises' solutions.
-HIDE = {"Hide the evidence": "收起证据", "Hide the solution": "收起答案"}
+HIDE = {"Hide the evidence": "收起证据", "Hide the solution": "收起答案",
+        "Hide the job's code": "收起作业的代码"}
 
 def notebook(en_text, zh):
     """The Chinese notebook: the English one with each markdown cell's
