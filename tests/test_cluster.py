@@ -292,8 +292,13 @@ def test_engines_die_with_a_killed_kernel(tmp_path):
         proc.kill()
         proc.wait(timeout=10)
     # SIGKILL skips atexit: the guards end the engines (orphans that
-    # nobody may reap stay zombies) and the controller's removes the files.
-    assert wait_until_gone(pids, line[4], zombies_count=True) == ([], False)
+    # nobody may reap stay zombies) and the controller's removes the files
+    # (over 10 s on a loaded 2-core machine once: returns when done).
+    tmp = line[4]
+    left = wait_until_gone(pids, tmp, within=60, zombies_count=True)
+    assert left == ([], False), sorted(
+        os.path.join(root, f) for root, _, files in os.walk(tmp)
+        for f in files)
 
 
 def test_interpreter_exit_stops_everything(tmp_path):
@@ -335,11 +340,13 @@ def test_existing_profile_uses_its_engines_over_tcp(tmp_path, monkeypatch):
 
 def test_kernel_shutdown_stops_everything():
     """A Jupyter kernel that started a cluster and is shut down normally
-    (as nbval and the notebook server do) leaves no engine behind, and
-    its own clean-up ends within the kernel manager's grace: a manager
-    SIGTERMs a kernel still busy after half its shutdown_wait_time
-    (2.5 s), and stopping had once waited 5 s on ipyparallel, so the
-    controller was gone and the directory never removed."""
+    (as nbval and the notebook server do) leaves nothing behind, whether
+    its own clean-up ends within the kernel manager's grace or the
+    manager SIGTERMs it first (after half its shutdown_wait_time, 2.5 s;
+    seen on a loaded 2-core machine): the directory is removed before the
+    controller, whose guard removes it if the kernel dies first. Stopping
+    had once waited 5 s on ipyparallel, past that grace, after the
+    controller was gone: the directory stayed."""
     from jupyter_client.manager import start_new_kernel
     km, kc = start_new_kernel(kernel_name="python3")
     kernel = km.provisioner.process
@@ -359,15 +366,13 @@ def test_kernel_shutdown_stops_everything():
     # (the start's progress line may come first on the same stream)
     words = text.split("CLUSTER", 1)[1].split()
     pids, tmp = [int(p) for p in words[:2]], words[2]
-    assert kernel.returncode == 0, (
-        f"the kernel was killed (status {kernel.returncode}) before its "
-        "clean-up ended")
-    # The directory goes with the kernel's own clean-up; the guards are
-    # there for a kernel that is killed.
-    left = wait_until_gone(pids, tmp, within=15)
-    assert left == ([], False), sorted(
-        os.path.join(root, f) for root, _, files in os.walk(tmp)
-        for f in files)
+    # The guards act within a second or so, but a loaded machine was seen
+    # to take over 10 s; this returns as soon as everything is gone.
+    left = wait_until_gone(pids, tmp, within=60)
+    assert left == ([], False), (
+        f"kernel exit status {kernel.returncode}; left in the directory: "
+        + repr(sorted(os.path.join(root, f) for root, _, files
+                      in os.walk(tmp) for f in files)))
 
 
 def test_engine_dying_at_start_fails_fast_and_quotes_its_log():

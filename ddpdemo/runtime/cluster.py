@@ -191,11 +191,18 @@ class Cluster:
         return self
 
     def stop(self):
-        """Stop every engine and the controller; remove temporary files."""
+        """Stop every engine and the controller; remove temporary files.
+        The directory goes before the controller (and its guard): a
+        kernel manager may SIGTERM a kernel still cleaning up, and then
+        that guard removes it."""
+        tmp = self._tmp
+
+        def remove():
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
         if self._engines is not None:
-            self._engines.stop()
-        if self._tmp:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._engines.stop(before_controller=remove)
+        remove()
         self._engines = self._tmp = None
         self._ids, self._pids = [], []
         self._generation, self._launched = 0, -1

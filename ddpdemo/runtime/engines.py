@@ -140,8 +140,11 @@ class Engines:
         for set_id in self.sets(generation):
             self._ipp.stop_engines_sync(set_id)
 
-    def stop(self):
-        """Kill every engine, stop the controller, close the client."""
+    def stop(self, before_controller=None):
+        """Kill every engine, stop the controller, close the client.
+        `before_controller()` runs between the two: the cluster removes
+        its directory there, while the controller's guard, which would
+        remove it if this process were killed now, still runs."""
         self._launching.forget()    # its engines are stopped with the rest
         if self._client is not None:
             try:
@@ -154,6 +157,9 @@ class Engines:
             # after the cluster's directory has been removed: no file.
             self._ipp.cluster_file = ""
             self.placement.stop(self)
+        if before_controller is not None:
+            before_controller()
+        if self._ipp is not None:
             controller.stop(self._ipp, self.placement)
         self._ipp = self._client = None
 
