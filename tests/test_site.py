@@ -925,12 +925,14 @@ READERS_WORDS = ("rank 0", "主进程", "0 号进程", "卡住", "卡死", "单�
                  "多机多卡", "SyncBN", "Mosaic 数据增强")
 HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 # A page's own text, as the index holds it: its article, without the
-# scripts and styles (Sphinx strips those from raw HTML) or the
-# previous/next links (the titles of other pages).
+# scripts and styles (Sphinx strips those from raw HTML), the
+# previous/next links (the titles of other pages) or the labels of the
+# buttons that open a folded cell ("Solution", "收起答案": MyST-NB writes
+# them into the HTML only, so the index never holds them).
 ARTICLE_TEXT = """async urls => Promise.all(urls.map(async url => {
     const html = await (await fetch(url)).text();
     const doc = new DOMParser().parseFromString(html, "text/html");
-    doc.querySelectorAll("script, style, .headerlink")
+    doc.querySelectorAll("script, style, .headerlink, details > summary")
         .forEach(e => e.remove());
     return doc.querySelector("article.bd-article").textContent;
 }))"""
