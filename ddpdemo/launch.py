@@ -108,13 +108,10 @@ def settle_flight_recorder(within=2.0):
     ended (returned or raised), as after a caught timeout."""
     if not os.environ.get(DUMP_VAR):
         return
-    import pickle
-    from torch._C._distributed_c10d import _dump_fr_trace
+    from .runtime import flight
 
     def retired():
-        dump = pickle.loads(_dump_fr_trace(includeCollectives=True,
-                                           includeStackTraces=False,
-                                           onlyActive=False))
+        dump = flight.record(stacks=False)["dump"]
         return all(e.get("retired", True) for e in dump.get("entries", []))
     waiting.until(retired, within)
 
