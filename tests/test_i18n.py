@@ -364,6 +364,15 @@ def test_chinese_notebooks_have_the_english_code_and_outputs(chinese):
                                 b["metadata"]["mystnb"][prompt]), where
                             b["metadata"]["mystnb"][prompt] = (
                                 a["metadata"]["mystnb"][prompt])
+                output = i18n.markdown_output(b)
+                if output is not None:      # its text translated, in step
+                    index, markdown = output
+                    assert CJK.search(markdown), where
+                    assert len(markdown.splitlines()) == len(
+                        i18n.markdown_output(a)[1].splitlines()), where
+                    b = json.loads(json.dumps(b))
+                    b["outputs"][index]["data"]["text/markdown"] = (
+                        a["outputs"][index]["data"]["text/markdown"])
                 assert a == b, f"{where} differs"
             elif i18n.cell_prose("".join(a["source"])):
                 assert CJK.search("".join(b["source"])), f"{page}: cell {i}"
@@ -463,3 +472,46 @@ def test_every_label_of_the_english_book_is_in_the_chinese_one(chinese):
             assert labels(chinese / page) == en, page
             seen += sum(map(len, en))
     assert seen > 0
+
+
+TABLE = ["| variable | what it does |\n", "|---|---|\n",
+         "| `A` | waits |\n", "| `B` | times out |"]
+
+
+def test_a_markdown_outputs_rows_are_units_kept_in_step(book):
+    """A code cell's Markdown table (the debugging variables') is prose:
+    each row a unit keyed by its first column, stale when that row's
+    English changes, and the Chinese notebook shows the translated rows
+    around the English table's rule."""
+    path = book / "book" / "01_barrier.ipynb"
+    nb = json.loads(path.read_text())
+    nb["cells"][1]["outputs"] = [{
+        "output_type": "execute_result", "execution_count": 1,
+        "metadata": {}, "data": {"text/markdown": TABLE,
+                                 "text/plain": ["<Markdown>"]}}]
+    path.write_text(json.dumps(nb, indent=1))
+    page = "book/01_barrier.ipynb"
+    rows = {k: v for k, v in i18n.units(page, book).items() if ":row-" in k}
+    assert rows == {"code1:row-variable": "| variable | what it does |",
+                    "code1:row-a": "| `A` | waits |",
+                    "code1:row-b": "| `B` | times out |"}
+    assert [w for _, _, w in i18n.problems(book)] == ["missing"] * 3
+    zh = {"code1:row-variable": "| 变量 | 作用 |",
+          "code1:row-a": "| `A` | 等待 |", "code1:row-b": "| `B` | 超时 |"}
+    _, entries = i18n.read(i18n.translation_file(page, book))
+    entries.update({k: (i18n.en_hash(rows[k]), rows[k], v)
+                    for k, v in zh.items()})
+    i18n.write(i18n.translation_file(page, book), page, entries)
+    assert i18n.problems(book) == []
+    out = zh_book.generate(book, book / "_build" / "zh-src")
+    cell = json.loads((out / "book" / "01_barrier.ipynb").read_text())[
+        "cells"][1]
+    assert "".join(cell["outputs"][0]["data"]["text/markdown"]) == (
+        "| 变量 | 作用 |\n|---|---|\n| `A` | 等待 |\n| `B` | 超时 |")
+    assert cell["outputs"][0]["data"]["text/plain"] == ["<Markdown>"]
+    TABLE_B = "| `B` | times out, naming the rank |"
+    nb["cells"][1]["outputs"][0]["data"]["text/markdown"][3] = TABLE_B
+    path.write_text(json.dumps(nb, indent=1))
+    found = [i18n.describe(*p, book) for p in i18n.problems(book)]
+    assert found == ["book/01_barrier.ipynb: Markdown output's row 'b' of "
+                     "cell 1 (id code1) changed since it was translated"]

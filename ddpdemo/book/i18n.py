@@ -3,13 +3,14 @@
 The unit of translation is a notebook's markdown cell (keyed by its cell
 id; its MyST target lines "(label)=" are not part of it) or figure
 caption (a code cell's mystnb.figure.caption metadata, keyed
-"<cell id>:caption"); a section of a Markdown page (keyed by its
+"<cell id>:caption"), folded evidence line ("<cell id>:fold") or
+Markdown output, a table's rows one by one ("<cell id>:row-<slug>"); a section of a Markdown page (keyed by its
 heading's slug, "top" for what comes before the first heading), each
 entry of a {glossary} block being a unit of its own ("term-<slug>");
 or the book's title and a part's caption in _toc.yml ("title",
 "caption-N"). ddpdemo/book/i18n_units.py cuts pages into units. Code cells
-and outputs are never translated: the Chinese notebooks are built from
-the English ones (ddpdemo/book/zh_book.py).
+and their other outputs are never translated: the Chinese notebooks are
+built from the English ones (ddpdemo/book/zh_book.py).
 
 A translation file (i18n/zh/<page stem>.md) holds, for every unit, the
 English it translates, its hash, and the translation:
@@ -40,9 +41,11 @@ from pathlib import Path
 import yaml
 
 # How pages are cut into units; part of this module's interface.
-from .i18n_units import (CAPTION, FOLD, cell_prose,  # noqa: F401
-                         figure_caption, fold_line, md_units, render_md,
-                         split_md_unit, with_labels)
+from .i18n_units import (CAPTION, FOLD, OUTPUT, ROW,  # noqa: F401
+                         cell_prose, figure_caption, fold_line,
+                         markdown_output, md_units, output_units,
+                         render_md, render_output, split_md_unit,
+                         with_labels)
 
 ROOT = Path(__file__).resolve().parents[2]   # the repository
 LANG = "zh"
@@ -83,6 +86,9 @@ def units(page, root=ROOT):
             fold = fold_line(cell)
             if fold is not None:
                 found[f"{cell['id']}{FOLD}"] = fold
+            output = markdown_output(cell)
+            if cell["cell_type"] == "code" and output is not None:
+                found.update(output_units(cell["id"], output[1]))
         return found
     return md_units(path.read_text())
 
@@ -166,10 +172,14 @@ def _where(page, key, root):
     if str(page).endswith(".ipynb"):
         nb = json.loads((Path(root) / page).read_text())
         cell_id = key.removesuffix(CAPTION).removesuffix(FOLD)
+        cell_id = cell_id.removesuffix(OUTPUT).partition(ROW)[0]
         ids = [c.get("id") for c in nb["cells"]]
         index = ids.index(cell_id) if cell_id in ids else "?"
         what = ("figure caption of " if key.endswith(CAPTION) else
-                "folded evidence line of " if key.endswith(FOLD) else "")
+                "folded evidence line of " if key.endswith(FOLD) else
+                f"Markdown output's row {key.partition(ROW)[2]!r} of "
+                if ROW in key else
+                "Markdown output of " if key.endswith(OUTPUT) else "")
         return f"{what}cell {index} (id {cell_id})"
     return f"section {key!r}"
 

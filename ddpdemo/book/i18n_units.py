@@ -8,8 +8,12 @@ glossary's fence and options) is not translated: render_md() puts the
 translated units back into the English page's text. A notebook's figure
 caption (a code cell's mystnb.figure.caption metadata) is a unit keyed
 "<cell id>:caption", and a folded evidence cell's line (its
-mystnb.code_prompt_show) one keyed "<cell id>:fold". Used by
-ddpdemo.book.i18n (issue 14).
+mystnb.code_prompt_show) one keyed "<cell id>:fold". A code cell's
+Markdown output (text/markdown, what IPython's Markdown() displays) is
+translated too, being the page's prose: each row of a table a unit keyed
+"<cell id>:row-<slug of its first column>" (issue 36: the debugging
+variables' table), any other Markdown output one unit "<cell id>:output".
+Used by ddpdemo.book.i18n (issue 14).
 
 In a notebook's markdown cell, MyST target lines "(label)=" are not
 prose: cell_prose() leaves them out of the unit (a cell of labels alone
@@ -21,6 +25,8 @@ import re
 
 CAPTION = ":caption"    # a code cell's figure caption: "<cell id>:caption"
 FOLD = ":fold"          # a folded evidence cell's line: "<cell id>:fold"
+ROW = ":row-"           # a row of a Markdown output's table
+OUTPUT = ":output"      # a Markdown output that is not a table
 TARGET = re.compile(r"^\(([^()\s]+)\)=\s*$")   # a MyST target line, "(label)="
 
 
@@ -140,6 +146,50 @@ def fold_line(cell):
     None."""
     return cell.get("metadata", {}).get("mystnb", {}).get(
         "code_prompt_show")
+
+
+def markdown_output(cell):
+    """(index of the output, its Markdown text) of a code cell whose
+    output is Markdown (an execute_result or display_data with
+    text/markdown), or None."""
+    for i, output in enumerate(cell.get("outputs", [])):
+        text = output.get("data", {}).get("text/markdown")
+        if text is not None:
+            return i, text if isinstance(text, str) else "".join(text)
+    return None
+
+
+_RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")    # |---|:--| a table's rule
+
+
+def output_units(cell_id, markdown):
+    """{key: text} of a Markdown output: each row of a table (its rule
+    line "|---|" aside) keyed by the slug of its first column; text that
+    is not a table is one unit."""
+    lines = [line for line in markdown.split("\n") if line.strip()]
+    if not lines or not all(line.startswith("|") for line in lines):
+        return {f"{cell_id}{OUTPUT}": markdown.strip("\n")}
+    found = {}
+    for line in lines:
+        if _RULE.match(line):
+            continue
+        base = key = f"{cell_id}{ROW}{_slug(line.strip('|').split('|')[0])}"
+        n = 2
+        while key in found:
+            key, n = f"{base}-{n}", n + 1
+        found[key] = line
+    return found
+
+
+def render_output(cell_id, markdown, zh):
+    """The Markdown output with each unit replaced by zh[key]: a table's
+    rows in place (its rule and line ends kept), or the whole text."""
+    keys = output_units(cell_id, markdown)
+    if f"{cell_id}{OUTPUT}" in keys:
+        return zh[f"{cell_id}{OUTPUT}"]
+    rows = iter(keys)
+    return "\n".join(zh[next(rows)] if line.strip() and not _RULE.match(line)
+                     else line for line in markdown.split("\n"))
 
 
 def figure_caption(cell):

@@ -4,7 +4,8 @@ generate() writes a second Jupyter Book into _build/zh-src/: every page of
 _toc.yml with its prose replaced by the stored translation (ddpdemo.book.i18n);
 the notebooks' code cells and outputs taken unchanged from the English
 notebooks (never stored twice, never executed twice; only a figure's
-caption, in the cell's metadata, is translated); the assets under book/
+caption and a folded cell's line, in the cell's metadata, and a Markdown
+output's text, the debugging variables' table, are translated); the assets under book/
 copied; a _config.yml and _toc.yml derived from the English ones
 (language zh_CN, the Chinese title and captions, the Chinese site's
 extensions in EXTENSIONS; every other setting as in English, so the two
@@ -52,7 +53,8 @@ def notebook(en_text, zh):
     """The Chinese notebook: the English one with each markdown cell's
     source replaced by zh[cell id] (its MyST labels kept, above the same
     headings), each figure caption by zh[cell id + ':caption'] and each
-    folded evidence line by zh[cell id + ':fold'];
+    folded evidence line by zh[cell id + ':fold'] and each Markdown
+    output (its text/markdown) by its units (a table's rows);
     everything else untouched (a cell of labels alone stays as it is)."""
     nb = json.loads(en_text)
     for cell in nb["cells"]:
@@ -68,6 +70,12 @@ def notebook(en_text, zh):
             mystnb = cell["metadata"]["mystnb"]
             if "code_prompt_hide" in mystnb:
                 mystnb["code_prompt_hide"] = HIDE[mystnb["code_prompt_hide"]]
+        output = i18n.markdown_output(cell)
+        if cell["cell_type"] == "code" and output is not None:
+            index, markdown = output
+            text = i18n.render_output(cell["id"], markdown, zh)
+            cell["outputs"][index]["data"]["text/markdown"] = (
+                text.splitlines(keepends=True))
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
 
