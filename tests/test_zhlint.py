@@ -43,7 +43,7 @@ def test_each_rule_names_page_and_unit(tmp_path):
         "u-order": ("Without ordering: a race", "## 不加排序：竞态"),
         "u-live": ("the live cluster", "实时集群"),
         "u-parens": ("a bucket (seen through a hook)",
-                     "桶（bucket）（通过一个 hook 观察）"),
+                     "桶（bucket）（通过一个钩子观察）"),
         "u-italic": ("*before* it", "在它*之前*"),
         "u-variant": ("the source post", "源博文这样写"),
         "u-host": ("the host blocks", "主机会阻塞"),
@@ -81,4 +81,64 @@ def test_what_the_lint_leaves_alone(tmp_path):
         "u-ok": ("rendezvous on a port; a barrier, then a barrier",
                  "在端口上汇合（rendezvous，`MASTER_PORT`）；屏障（barrier），"
                  "然后又一个屏障。主机端和机器。已安装的 torch。"),
+    }) == []
+
+
+def test_issue_36_rules_each_fire(tmp_path):
+    """One word per idea (issue 36): each rule fails its bad sample."""
+    cases = {
+        "u-live": ("live on real ranks", "在真实运行的 rank 上", "现场"),
+        "u-demo": ("chapter 3 shows it live", "第 3 章实际演示了", "现场"),
+        "u-stream": ("orders the CUDA stream", "只给 CUDA stream 排定顺序",
+                     "CUDA 流"),
+        "u-gpustream": ("the GPU's stream", "GPU 的 stream", "CUDA 流"),
+        "u-monitored": ("a monitored barrier", "受监控的屏障（barrier）",
+                        "带监控的屏障"),
+        "u-mean": ("a mean of per-rank means", "各 rank 均值的均值",
+                   "平均值"),
+        "u-loss": ("the loss", "乘以 loss", "损失"),
+        "u-hook": ("the hook records", "记录用的 hook", "钩子"),
+        "u-stuck": ("a hang", "一次卡死", "卡住"),
+        "u-docstring": ("its docstring", "它的文档字符串", "docstring"),
+        "u-scratch": ("a scratch directory", "草稿目录", "临时"),
+        "u-quote": ('who is "rank 0"', '谁是 "rank 0"', "“…”"),
+        "u-digits": ("float16 stops at 65 504", "float16 到 65 504 为止",
+                     "65504"),
+        "u-heading": ("## Loss scaling", "## 损失（loss）的缩放",
+                      "a gloss in a heading"),
+        "u-heading-en": ("## The Flight Recorder",
+                         "## 解读：Flight Recorder（飞行记录器）",
+                         "a gloss in a heading"),
+        "u-pair": ("the rendezvous endpoint",
+                   "汇合（rendezvous）端点（endpoint）",
+                   "two glosses in one phrase"),
+    }
+    units = {k: (en, zh) for k, (en, zh, _) in cases.items()}
+    units["u-again"] = ("the loss, again", "再说损失（loss）")
+    found = _lint(tmp_path, units)
+    for key, (_, _, what) in cases.items():
+        hits = [f for f in found
+                if f.startswith(f"book/99_made_up.ipynb {key}:")]
+        assert hits and all(what in h for h in hits), (key, found)
+    again = [f for f in found if " u-again:" in f]
+    assert len(again) == 1 and "glossed again" in again[0], found
+
+
+def test_issue_36_rules_leave_code_quotes_and_their_exceptions(tmp_path):
+    assert _lint(tmp_path, {
+        # code, inline code and quoted program output are not prose
+        "u-code": ("`hook=...`, the loss and `65 504`",
+                   "`record_buckets(ddp_model, hook=...)`、`loss.item()`、"
+                   "`\"x\"` 和 `65 504`，钩子和损失（loss）\n\n"
+                   "```text\nloss 65 504 \"stream\" hook\n```"),
+        "u-output": ("% checked: output x", "% checked: output \"hook\""),
+        # BatchNorm's running mean stays 均值; the readers' “卡死” quoted
+        "u-bn": ("BatchNorm's running mean", "BatchNorm 的 running 均值"),
+        "u-said": ("people say stuck", "口语里常说“卡死”"),
+        # a comm hook is its English name; a port's digits are together
+        "u-comm": ("comm hook", "通信钩子（comm hook）：端口 29500"),
+        # two glosses a punctuation mark apart; a gloss once per page
+        "u-apart": ("ledger: Flight Recorder",
+                    "记录表（ledger）：Flight Recorder（飞行记录器）记下的"),
+        "u-later": ("the ledger again", "又读了一遍记录表"),
     }) == []

@@ -8,9 +8,15 @@ they protect, in two tables this module reads:
 
 `not` is a regular expression (in backticks), matched against a unit's
 Chinese with code, links' targets and math taken out; "unless the English
-says" lets a unit whose English contains that word keep it (排序 where the
+says" lets a unit whose English matches that regular expression keep it (排序 where the
 English really sorts). Typesetting rules are fixed here: no italics
-(`*…*`: a synthetic slant on Chinese), no stacked parentheses `）（`.
+(`*…*`: a synthetic slant on Chinese), no stacked parentheses `）（`, no
+straight ASCII quotes in prose (“…”), a number's digits written together
+(65504, like a port's 29500, never 65 504). So are the glosses'
+(issue 36): a gloss, 损失（loss） or Flight Recorder（飞行记录器）, goes in
+the prose, never in a heading, once per term on a page, and one at a
+time: two in one phrase (no punctuation between them) read as a list of
+brackets.
 
     python -m ddpdemo.book.zhlint            # every page; exit 1 on a finding
     python -m ddpdemo.book.zhlint 06_seeds   # some pages (stems)
@@ -33,10 +39,23 @@ TYPESETTING = [
     (r"）\s*（", "stacked parentheses （…）（…）: merge them into one"),
     (r"\*\*[^*\n]{1,12}：\*\*",
      "a label's colon goes after the bold: **原因**："),
+    (r'"', 'straight ASCII quotes in Chinese prose: use “…”'),
+    (r"(?<![\d.])\d{1,3}(?: \d{3})+(?![\d.])",
+     "a number's digits go together, as a port's do: 65504, not 65 504"),
 ]
+# A gloss: a Chinese term with its English in parentheses, 损失（loss）,
+# 汇合（rendezvous，…）; or an English name with its Chinese,
+# Flight Recorder（飞行记录器）. Group 1 or 2 is the English it glosses.
+GLOSS = re.compile(r"(?<=[\u4e00-\u9fff*])（([A-Za-z][A-Za-z0-9 .'-]*?)"
+                   r"(?:，[^（）\n]*)?）"
+                   r"|(?<![\w-])([A-Za-z][A-Za-z0-9 .-]*[A-Za-z0-9])"
+                   r"（[\u4e00-\u9fff]+）")
+PHRASE_END = re.compile(r"[，。；：、！？,;:\n]")
+NEAR = 12       # characters between two glosses that make one phrase
 # What is not prose: fenced code, code spans, roles' targets, math, URLs.
 _NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]+\$"
-                        r"|\]\([^)]*\)|<[^>\n]+>|https?://\S+", re.S)
+                        r"|\{\{.*?\}\}|^% .*$"
+                        r"|\]\([^)]*\)|<[^>\n]+>|https?://\S+", re.S | re.M)
 
 
 def _table(text, heading):
@@ -47,8 +66,9 @@ def _table(text, heading):
             inside = line[3:].strip() == heading
             continue
         if inside and line.startswith("|") and not line.startswith("|--"):
-            cells = line.strip().strip("|").split("|")
-            rows.append([c.strip() for c in cells])
+            # a cell's own "|" is written "\|", as Markdown tables want
+            cells = re.split(r"(?<!\\)\|", line.strip().strip("|"))
+            rows.append([c.strip().replace("\\|", "|") for c in cells])
     return rows[1:]                     # without the header row
 
 
@@ -101,14 +121,41 @@ def _excerpt(text, start, end):
     return text[max(0, start - 12):end + 12].replace("\n", " ")
 
 
+def _glosses(page, key, text, glossed_here):
+    """Findings of the glosses in one unit's prose: in a heading, a term
+    glossed twice on the page (glossed_here, updated), two in a phrase."""
+    found, before = [], None
+    for m in GLOSS.finditer(text):
+        term = (m.group(1) or m.group(2)).strip().lower()
+        where = f"…{_excerpt(text, m.start(), m.end())}…"
+        line = text[text.rfind("\n", 0, m.start()) + 1:]
+        if line.lstrip().startswith("#"):
+            found.append(f"{page} {key}: a gloss in a heading: put it in "
+                         f"the prose below: {where}")
+        elif term in glossed_here:
+            found.append(f"{page} {key}: {term} is glossed again on the "
+                         f"page: gloss a term once: {where}")
+        glossed_here.add(term)
+        start = m.start() if m.group(2) else text.rfind("（", 0, m.end())
+        if before is not None and before <= start and (
+                start - before <= NEAR
+                and not PHRASE_END.search(text, before, start)):
+            found.append(f"{page} {key}: two glosses in one phrase: keep "
+                         f"one, or say the other apart: {where}")
+        before = m.end()
+    return found
+
+
 def check_file(path, forbidden, glossed):
     """Findings ("page unit: message: …excerpt…") of one translation file."""
     page, entries = read(path)
-    found, first_seen = [], set()
+    found, first_seen, glossed_here = [], set(), set()
     for key, (_, en, zh) in entries.items():
         text = prose(zh)
+        if page not in GLOSS_EXEMPT:
+            found += _glosses(page, key, text, glossed_here)
         for rx, message, unless in forbidden:
-            if unless and unless.lower() in en.lower():
+            if unless and re.search(unless, en, re.I):
                 continue
             for m in re.finditer(rx, text):
                 found.append(f"{page} {key}: {message}: "
