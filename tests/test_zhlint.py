@@ -89,6 +89,9 @@ def test_issue_36_rules_each_fire(tmp_path):
     cases = {
         "u-live": ("live on real ranks", "在真实运行的 rank 上", "现场"),
         "u-demo": ("chapter 3 shows it live", "第 3 章实际演示了", "现场"),
+        # prose after a quoted output's check line is prose again
+        "u-after": ("% checked: output x\n\nlive", "% checked: output x\n\n"
+                    "在真实运行的 rank 上", "现场"),
         "u-stream": ("orders the CUDA stream", "只给 CUDA stream 排定顺序",
                      "CUDA 流"),
         "u-gpustream": ("the GPU's stream", "GPU 的 stream", "CUDA 流"),

@@ -52,9 +52,10 @@ GLOSS = re.compile(r"(?<=[\u4e00-\u9fff*])（([A-Za-z][A-Za-z0-9 .'-]*?)"
                    r"（[\u4e00-\u9fff]+）")
 PHRASE_END = re.compile(r"[，。；：、！？,;:\n]")
 NEAR = 12       # characters between two glosses that make one phrase
-# What is not prose: fenced code, code spans, roles' targets, math, URLs.
+# What is not prose: fenced code, code spans, roles' targets, math, URLs,
+# {{ substitutions }} and the "% checked: ..." comment under quoted output.
 _NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]+\$"
-                        r"|\{\{.*?\}\}|^% .*$"
+                        r"|\{\{.*?\}\}|^% [^\n]*$"
                         r"|\]\([^)]*\)|<[^>\n]+>|https?://\S+", re.S | re.M)
 
 
