@@ -6,7 +6,7 @@ collective number at which the ranks part, and the fix among `FIXES`, and
 `Diagnosis.check` says which parts are right without giving the answer
 away. The stuck ranks and the collective number come from the error
 itself; the fix is the one judgment the error cannot make, so the chapter
-gives it as a digest (`digest("b")`) rather than in clear. Introduced in
+gives it as a digest (`digest("a")`) rather than in clear. Introduced in
 chapter 5's exercises, used again in chapter 8's. A page may bring its
 own list of fixes ("Diagnose these", book/09_diagnose.ipynb, lists
 ddpdemo.examples.puzzles.FIXES): `Diagnosis(error, fix, fixes)` and
