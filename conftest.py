@@ -2,7 +2,8 @@
 starts (kernels inherit this environment), so stored outputs stay exact.
 
 And how one test run is split between pytest-xdist's two workers
-(pyproject.toml's addopts: `-n 2 --dist loadfile --no-loadscope-reorder`).
+(pyproject.toml's addopts: `-n 2 --dist loadfile --no-loadscope-reorder`;
+`-n 0` runs everything in one process, in the same order).
 Most of the suite waits: for ranks to import torch, for a hang's timeout,
 for a browser; two workers overlap those waits. What must stay in one
 worker is a file: a notebook's cells share one kernel (nbval runs them in
@@ -28,7 +29,7 @@ MACHINE_WIDE = ("tests/test_multihost.py", "tests/test_slurm.py",
                 "tests/test_mpi.py")
 # The longest file goes first: one worker takes it while the other runs
 # the rest (tests/test_site.py builds both editions and drives a browser
-# through every page: about 7 of the 23 minutes one after another).
+# through every page: about a fifth of the suite one after another).
 FIRST = ("tests/test_site.py",)
 
 
@@ -36,11 +37,26 @@ def _file(nodeid):
     return nodeid.split("::", 1)[0]
 
 
+def _rank(nodeid):
+    """Where a file goes in the workers' queue: the longest units first,
+    so that the run does not end on one worker with one long file left.
+    The site test; the machine-wide unit (three scenarios of a few
+    minutes each, one after another); the notebooks (each a kernel, a
+    cluster and real gloo timeouts: every one longer than most test
+    modules); then the test modules, in their order."""
+    path = _file(nodeid)
+    if path in FIRST:
+        return 0
+    if path in MACHINE_WIDE:
+        return 1
+    return 2 if path.endswith(".ipynb") else 3
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """The longest file first (the workers take files in this order)."""
-    first = [i for i in items if _file(i.nodeid) in FIRST]
-    items[:] = first + [i for i in items if _file(i.nodeid) not in FIRST]
+    """The longest units first (the workers take files in this order);
+    sorted() is stable, so a file's tests keep their order."""
+    items[:] = sorted(items, key=lambda i: _rank(i.nodeid))
 
 
 def pytest_xdist_make_scheduler(config, log):

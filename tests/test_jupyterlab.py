@@ -10,6 +10,7 @@ Markdown cell, and stops the server and everything it started.
 """
 import json
 import os
+import pathlib
 import re
 import secrets
 import subprocess
@@ -38,8 +39,10 @@ def jupyter():
 @pytest.fixture
 def lab(tmp_path):
     """(base URL, token) of a JupyterLab serving the repository. Its
-    settings, runtime files and workspaces live in tmp_path; every cell
-    is rendered at once (no windowing), so all of them can be read."""
+    settings, runtime files, workspaces and checkpoints live in tmp_path
+    (a checkpoint directory left in book/ would be read by other tests,
+    on the other worker at the same time); every cell is rendered at once
+    (no windowing), so all of them can be read."""
     pytest.importorskip("jupyterlab")
     pytest.importorskip("jupyterlab_myst")
     settings = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
@@ -47,6 +50,8 @@ def lab(tmp_path):
     (settings / "tracker.jupyterlab-settings").write_text(
         json.dumps({"windowingMode": "none"}))
     token = secrets.token_hex(16)
+    checkpoints = ROOT / pathlib.Path(CHAPTER).parent / ".ipynb_checkpoints"
+    had = checkpoints.exists()
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
                JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"))
@@ -54,7 +59,8 @@ def lab(tmp_path):
         [jupyter(), "lab", "--no-browser", "--allow-root",
          "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0",
          f"--IdentityProvider.token={token}",
-         f"--ServerApp.root_dir={ROOT}"],
+         f"--ServerApp.root_dir={ROOT}",
+         f"--FileCheckpoints.checkpoint_dir={tmp_path / 'checkpoints'}"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     lines, url = [], None
     try:
@@ -78,6 +84,7 @@ def lab(tmp_path):
             server.wait(10)
         _, left = psutil.wait_procs(started, timeout=30)
         assert not left, f"left behind: {left}"
+        assert had or not checkpoints.exists(), f"left: {checkpoints}"
 
 
 def test_chapter_reads_rendered_in_jupyterlab(lab):
