@@ -166,3 +166,35 @@ def test_value_takes_a_false_answer_at_once():
     answers = iter([None, None, False])
     assert waiting.value(lambda: next(answers), 60, every=0) is False
     assert waiting.value(lambda: None, 0.05) is None
+
+
+def test_the_guard_removes_a_directory_that_is_still_written_to(tmp_path):
+    """While the controller's guard removes the cluster's directory, the
+    fork server may still record an exit in it (forkserver._reap): one
+    rmtree can then leave the directory behind. The guard's removal ends
+    with it gone."""
+    import threading
+    root = tmp_path / "cluster"
+    root.mkdir()
+    for i in range(200):
+        (root / f"log-{i}").write_text("x" * 100)
+    stop = time.monotonic() + 1.0
+    writes = []
+
+    def writer():                     # as _reap does: open, never mkdir
+        n = 0
+        while time.monotonic() < stop:
+            try:
+                with open(root / f"exit-{n}.tmp", "w") as f:
+                    f.write("0")
+                os.replace(root / f"exit-{n}.tmp", root / f"exit-{n}")
+                writes.append(n)
+            except OSError:
+                return
+            n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    guard._remove(str(root))
+    thread.join()
+    assert writes and not root.exists()

@@ -32,11 +32,25 @@ def guard_parent(parent_pid, remove=None, period=0.5):
             if not alive(parent_pid):
                 _kill_children()
                 if remove:
-                    import shutil
-                    shutil.rmtree(remove, ignore_errors=True)
+                    _remove(remove)
                 os._exit(1)
 
     threading.Thread(target=watch, name="ddpdemo-guard", daemon=True).start()
+
+
+def _remove(path, within=10.0):
+    """Remove the cluster's directory. A process still ending can add a
+    file while rmtree empties it (the fork server records each exit
+    there), and rmtree then leaves the directory behind: seen once on two
+    busy cores. So try again until it is gone; nothing makes it again
+    once it is (those writers only open files inside it)."""
+    import shutil
+    deadline = time.monotonic() + within
+    while True:
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path) or time.monotonic() > deadline:
+            return
+        time.sleep(0.1)
 
 
 def alive(pid):
