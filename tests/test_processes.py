@@ -195,6 +195,6 @@ def test_the_guard_removes_a_directory_that_is_still_written_to(tmp_path):
 
     thread = threading.Thread(target=writer)
     thread.start()
-    guard._remove(str(root))
+    assert guard.remove_dir(str(root))
     thread.join()
     assert writes and not root.exists()

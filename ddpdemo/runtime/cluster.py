@@ -22,13 +22,12 @@ what runs on the ranks.
 import atexit
 import enum
 import os
-import shutil
 import tempfile
 import time
 import weakref
 
 from . import flight
-from . import engine, group, outcome
+from . import engine, group, guard, outcome
 from .engines import Engines
 from .errors import HangError, RankError
 from .magic import in_ipython, register, unregister
@@ -199,7 +198,7 @@ class Cluster:
 
         def remove():
             if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
+                guard.remove_dir(tmp)
         if self._engines is not None:
             self._engines.stop(before_controller=remove)
         remove()

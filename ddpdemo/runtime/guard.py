@@ -32,24 +32,29 @@ def guard_parent(parent_pid, remove=None, period=0.5):
             if not alive(parent_pid):
                 _kill_children()
                 if remove:
-                    _remove(remove)
+                    remove_dir(remove)
                 os._exit(1)
 
     threading.Thread(target=watch, name="ddpdemo-guard", daemon=True).start()
 
 
-def _remove(path, within=10.0):
-    """Remove the cluster's directory. A process still ending can add a
-    file while rmtree empties it (the fork server records each exit
-    there), and rmtree then leaves the directory behind: seen once on two
-    busy cores. So try again until it is gone; nothing makes it again
-    once it is (those writers only open files inside it)."""
+def remove_dir(path, within=10.0):
+    """Remove the cluster's directory, for the controller's guard and for
+    Cluster.stop alike. A process still ending can add a file while
+    rmtree empties it (the fork server records each exit there), and
+    rmtree then leaves the directory behind: seen once on two busy cores.
+    So try again until it is gone, at most `within` seconds; nothing
+    makes it again once it is (those writers only open files inside it).
+    Returns whether it is gone. (A loop of its own, not
+    ddpdemo.runtime.waiting: the guard loads nothing of ddpdemo's.)"""
     import shutil
     deadline = time.monotonic() + within
     while True:
         shutil.rmtree(path, ignore_errors=True)
-        if not os.path.exists(path) or time.monotonic() > deadline:
-            return
+        if not os.path.exists(path):
+            return True
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.1)
 
 
