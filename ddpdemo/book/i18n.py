@@ -5,8 +5,8 @@ id; its MyST target lines "(label)=" are not part of it) or figure
 caption (a code cell's mystnb.figure.caption metadata, keyed
 "<cell id>:caption"), folded evidence line ("<cell id>:fold") or
 Markdown output, a table's rows one by one ("<cell id>:row-<slug>");
-a section of a Markdown page (keyed by its
-heading's slug, "top" for what comes before the first heading), each
+a section of a Markdown page (keyed by its heading's slug, "top" for
+what comes before the first heading), each
 entry of a {glossary} block being a unit of its own ("term-<slug>");
 or the book's title and a part's caption in _toc.yml ("title",
 "caption-N"). ddpdemo/book/i18n_units.py cuts pages into units. Code cells

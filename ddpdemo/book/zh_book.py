@@ -6,8 +6,8 @@ the notebooks' code cells and outputs taken unchanged from the English
 notebooks (never stored twice, never executed twice; only a figure's
 caption and a folded cell's line, in the cell's metadata, and a Markdown
 output's text, the debugging variables' table, are translated); the
-assets under book/
-copied; a _config.yml and _toc.yml derived from the English ones
+assets under book/ copied; a _config.yml and _toc.yml derived from the
+English ones
 (language zh_CN, the Chinese title and captions, the Chinese site's
 extensions in EXTENSIONS; every other setting as in English, so the two
 cannot drift). build() builds it like the English

@@ -9,8 +9,8 @@ they protect, in two tables this module reads:
 `not` is a regular expression (in backticks), matched against a unit's
 Chinese with code, links' targets and math taken out; "unless the English
 says" lets a unit whose English matches that regular expression keep
-it (排序 where the
-English really sorts). Typesetting rules are fixed here: no italics
+it (排序 where the English really sorts). Typesetting rules are fixed
+here: no italics
 (`*…*`: a synthetic slant on Chinese), no stacked parentheses `）（`, no
 straight ASCII quotes in prose (“…”), a number's digits written together
 (65504, like a port's 29500, never 65 504). So are the glosses'
