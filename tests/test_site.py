@@ -210,8 +210,12 @@ class Visit:
 
 @pytest.fixture
 def visit(browser, site):
+    """A Visit with the browser's cache on, as a reader's browser has it:
+    a page's shared assets are not fetched again for every page a test
+    walks through (a first visit with nothing cached is the page-weight
+    pass's: `weighed`)."""
     base, _ = site
-    v = Visit(browser, base)
+    v = Visit(browser, base, cached=True)
     yield v
     v.close()
 
@@ -230,7 +234,7 @@ def test_every_page_loads_cleanly(weighed, site):
     _, html = site
     pages = [p for p in built_pages(html) if not p.startswith("zh/")]
     assert {f"{n}.html" for n in toc_order()} <= set(pages)
-    _, problems = weighed
+    _, problems, _ = weighed
     found = [p for path in pages for p in problems[path]]
     assert found == [], "\n".join(found)
 
@@ -249,30 +253,49 @@ def _reveal(page, element):
         element.wait_for(state="visible", timeout=5_000)
 
 
-def test_every_image_and_figure_is_visible(visit, site):
-    _, html = site
-    seen = 0
-    for path in built_pages(html):
-        page = visit.open(path)
-        for element in page.locator("img, figure").all():
+def images_shown(page, path):
+    """(how many img and figure elements page holds, what is wrong with
+    them): each must be visible (opened if a collapsed cell or a menu
+    hides it), have a size, and an image must be loaded and drawable."""
+    seen, wrong = 0, []
+    from playwright.sync_api import TimeoutError
+    for element in page.locator("img, figure").all():
+        what = f"{path}: {element.evaluate('e => e.outerHTML')[:120]}"
+        try:
             _reveal(page, element)
-            what = f"{path}: {element.evaluate('e => e.outerHTML')[:120]}"
-            assert element.is_visible(), f"hidden: {what}"
-            element.scroll_into_view_if_needed()
-            box = element.bounding_box()
-            assert box and box["width"] > 0 and box["height"] > 0, what
-            if element.evaluate("e => e.tagName") == "IMG":
-                # decode() settles once the file is loaded and drawable.
-                assert element.evaluate(
-                    "i => i.decode().then(() => i.naturalWidth > 0,"
-                    " () => false)"), f"broken: {what}"
-            seen += 1
-            page.keyboard.press("Escape")      # close a menu opened above
-        assert visit.problems == [], "\n".join(visit.problems)
+        except TimeoutError:
+            pass                           # hidden: said just below
+        if not element.is_visible():
+            wrong.append(f"hidden: {what}")
+            continue
+        element.scroll_into_view_if_needed()
+        box = element.bounding_box()
+        if not (box and box["width"] > 0 and box["height"] > 0):
+            wrong.append(f"no size: {what}")
+        if element.evaluate("e => e.tagName") == "IMG" and not \
+                element.evaluate("i => i.decode().then(() => "
+                                 "i.naturalWidth > 0, () => false)"):
+            # decode() settles once the file is loaded and drawable.
+            wrong.append(f"broken: {what}")
+        seen += 1
+        page.keyboard.press("Escape")      # close a menu opened above
+    return seen, wrong
+
+
+def test_every_image_and_figure_is_visible(weighed, visit, site):
+    """Every img and figure of every page of both editions shows
+    (images_shown, run on each page in the pass that weighs them all,
+    after its weight is taken)."""
+    _, html = site
+    _, _, images = weighed
+    assert set(images) == set(built_pages(html))
+    wrong = [w for _, ws in images.values() for w in ws]
+    assert wrong == [], "\n".join(wrong)
+    assert sum(n for n, _ in images.values()) > 0
     # The introduction's picture of the cluster is among them.
     page = visit.open(f"{toc_order()[0]}.html")
     assert page.locator("#fig-cluster-path img").is_visible()
-    assert seen > 0
+    assert visit.problems == [], "\n".join(visit.problems)
 
 
 def test_search_finds_barrier(visit):
@@ -411,7 +434,8 @@ def _received(page):
                   reverse=True)
 
 
-def page_weight(browser, base, path, then=None, problems=None):
+def page_weight(browser, base, path, then=None, problems=None,
+                inspect=None):
     """(bytes a first visit to path receives, bytes its interactive
     figures take of them, the LARGEST largest responses as (bytes, url)),
     in a fresh browser context so nothing is cached; the figures' share
@@ -420,7 +444,8 @@ def page_weight(browser, base, path, then=None, problems=None):
     its shared assets cached: (first, figures, largest, then's bytes).
     What went wrong on either page (Visit's problems, formulas not
     drawn) is asserted absent, or, given a dict `problems`, added to its
-    list for that page, each line starting with the page."""
+    list for that page, each line starting with the page. With inspect,
+    inspect(page, then) runs on the second page once it is weighed."""
     visit = Visit(browser, base, cached=True)
     found = {}
 
@@ -439,8 +464,10 @@ def page_weight(browser, base, path, then=None, problems=None):
         weight = (sum(n for n, _ in received), figures, received[:LARGEST])
         if then is not None:
             page = _settle(visit, then)
-            note(then)
             weight += (sum(n for n, _ in _received(page)),)
+            if inspect is not None:
+                inspect(page, then)
+            note(then)
     finally:
         visit.close()
     if problems is None:
@@ -484,20 +511,25 @@ def test_pages_load_no_icon_script_and_no_mathjax(zh_build):
 
 def weigh_site(browser, base, html):
     """({page: (first, figures, largest, second)}, {page: what went
-    wrong on it}) for every built page (page_weight), second being what
-    it adds when it is opened after the page before it in its own
-    edition (the Chinese site has its own copy of the assets under
-    zh/). Every page is opened twice: first, and second."""
+    wrong on it}, {page: images_shown}) for every built page
+    (page_weight), second being what it adds when it is opened after the
+    page before it in its own edition (the Chinese site has its own copy
+    of the assets under zh/). Every page is opened twice: first, and
+    second; its images are checked on the second visit, once weighed."""
     pages = built_pages(html)
-    first, second = {}, {}
+    first, second, images = {}, {}, {}
     problems = {path: [] for path in pages}
+
+    def inspect(page, path):
+        images[path] = images_shown(page, path)
+
     for zh in (False, True):
         same = [p for p in pages if (p.split("/")[0] == "zh") == zh]
         for path, then in zip(same, same[1:] + same[:1]):
             *first[path], second[then] = page_weight(browser, base, path,
-                                                     then, problems)
+                                                     then, problems, inspect)
     return ({path: (*first[path], second[path]) for path in pages},
-            problems)
+            problems, images)
 
 
 @pytest.fixture(scope="module")
@@ -517,7 +549,7 @@ def test_page_weight_budget(weighed, site):
     page and its largest files."""
     _, html = site
     assert {f"zh/{p}" for p in _zh_pages()} <= set(built_pages(html))
-    table, problems = weighed
+    table, problems, _ = weighed
     print("\n" + "\n".join(_weight_line(p, *w) for p, w in table.items()))
     found = [p for ps in problems.values() for p in ps]
     assert found == [], "\n".join(found)
@@ -813,7 +845,7 @@ if __name__ == "__main__":
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=find_chromium(),
                                      headless=True, args=CHROMIUM_ARGS)
-        table, problems = weigh_site(chromium, base, html)
+        table, problems, _ = weigh_site(chromium, base, html)
         for path, weight in table.items():
             print(_weight_line(path, *weight))
         for line in (p for ps in problems.values() for p in ps):
@@ -908,7 +940,7 @@ def test_chinese_search_index_has_chinese_pairs(zh_build):
 
 def test_chinese_pages_load_cleanly(weighed):
     """As test_every_page_loads_cleanly, for the Chinese edition."""
-    _, problems = weighed
+    _, problems, _ = weighed
     pages = [f"zh/{page}" for page in _zh_pages()]
     assert set(pages) <= set(problems)
     found = [p for path in pages for p in problems[path]]
@@ -1022,10 +1054,26 @@ def _holds(text, part):
                      text) is not None
 
 
-def _zh_search(visit, query):
+# What search.html does with its ?q= (searchtools.js's Search.init):
+# Search.performSearch(q), which lists the pages and ends by writing the
+# summary ("found N page(s)").
+SEARCH = """q => {
+    document.getElementById("search-results").replaceChildren();
+    Search.performSearch(q);
+}"""
+
+
+def _zh_search(page, query):
     """The pages the Chinese site's search lists for query, all of them,
-    as a reader gets them (search.html?q=...)."""
-    page = visit.open("zh/search.html?q=" + urllib.parse.quote(query))
+    as a reader gets them: page is zh/search.html, and the query runs as
+    its ?q= runs (SEARCH), one query after another in the one page
+    rather than a page load each."""
+    page.evaluate(SEARCH, query)
+    return _listed(page)
+
+
+def _listed(page):
+    """The pages a search page lists once its search has finished."""
     page.wait_for_function("() => document.querySelector("
                            "'#search-results .search-summary').innerText")
     hrefs = page.locator("#search-results ul.search li a").evaluate_all(
@@ -1038,12 +1086,19 @@ def test_chinese_search_finds_every_page_with_the_words_typed(zh_build,
     texts = _zh_texts(visit)
     words = _edition_words(texts)
     assert len(words) >= 3 * len(texts)
+    # The same search, the page loaded with ?q=, as a reader's first
+    # query runs: the in-page queries below must list what it lists.
+    first = READERS_WORDS[1]
+    by_url = _listed(visit.open("zh/search.html?q="
+                                + urllib.parse.quote(first)))
+    page = visit.open("zh/search.html")
+    assert _zh_search(page, first) == by_url and by_url, (first, by_url)
     rows, missed, stray = [], [], []
     for query in list(words) + list(READERS_WORDS):
         parts = _parts(query)
         contain = {n for n, t in texts.items()
                    if all(_holds(t, p) for p in parts)}
-        found = _zh_search(visit, query)
+        found = _zh_search(page, query)
         rows.append(f"{len(found):3} found {len(contain):3} contain  {query}")
         if query in words:
             assert words[query] in contain, (query, words[query])
