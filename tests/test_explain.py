@@ -42,13 +42,14 @@ AT_ONCE = 2        # jobs run side by side (the `jobs` fixture)
 
 # scenario: (torchrun arguments, ranks, {rank: what its stack shows once
 # it hangs}, rank to kill with -9 once all hang). "=f": the innermost
-# frame is f; "f": f is on the stack.
+# frame is f; "f": f is on the stack. Run in this order, AT_ONCE at a
+# time: no-partner starts after zero-first has ended (three jobs have
+# ended by then), so their dumps are of jobs apart in time (the bad
+# input test mixes them).
 JOBS = {
     "zero-first": (["-m", "ddpdemo.examples.val_dataloader_deadlock"], 2,
                    {0: "torch_distributed_zero_first", 1: "exit_if_stuck"},
                    None),
-    "no-partner": (["-m", "ddpdemo.examples.when_ddp_hangs"], 2,
-                   {0: "backward", 1: "exit_if_stuck"}, None),
     "ddp-forward": (["-m", "ddpdemo.examples.hang_patterns",
                      "ddp-forward"], 2, {0: "forward", 1: "=barrier"}, None),
     "rank-0-only": (["-m", "ddpdemo.examples.hang_patterns",
@@ -56,6 +57,8 @@ JOBS = {
                     None),
     "host-waits": (["-m", "ddpdemo.examples.hang_patterns", "wait"], 2,
                    {0: "=wait", 1: "=wait"}, None),
+    "no-partner": (["-m", "ddpdemo.examples.when_ddp_hangs"], 2,
+                   {0: "backward", 1: "exit_if_stuck"}, None),
     "dead-rank": (["-m", "ddpdemo.examples.hang_patterns", "stall"], 2,
                   {0: "=all_reduce", 1: "=stall"}, 1),
     "two-hangs": (["-m", "ddpdemo.examples.hang_patterns", "two-hangs"], 4,
@@ -195,12 +198,21 @@ def jobs(tmp_path_factory):
     """{scenario: its folder}, every hang run once for the module."""
     root = tmp_path_factory.mktemp("hangs")
     out = {name: root / name for name in JOBS}
+
+    def timed(name):
+        start = time.monotonic()
+        run_job(out[name], *JOBS[name])
+        SPANS[name] = (start, time.monotonic())
+
     with ThreadPoolExecutor(AT_ONCE) as pool:
-        took = {name: pool.submit(run_job, out[name], *JOBS[name])
-                for name in JOBS}
-        for name, future in took.items():     # raises a job's failure
-            print(f"{name}: {future.result():.0f} s")
+        done = {name: pool.submit(timed, name) for name in JOBS}
+        for name, future in done.items():     # raises a job's failure
+            future.result()
+            print(f"{name}: {SPANS[name][1] - SPANS[name][0]:.0f} s")
     return out
+
+
+SPANS = {}    # scenario: (start, end), time.monotonic(), set by `jobs`
 
 
 @pytest.fixture(scope="module")
@@ -333,6 +345,9 @@ def test_bad_input_says_so_in_one_line(jobs, tmp_path, capsys):
         'Thread 1234 (idle): "MainThread"\n')
     assert "no Python frames" in bad(capsys, tmp_path / "frames.txt")
     (tmp_path / "mixed").mkdir()
+    # Two jobs, one after the other (the order of JOBS): explain tells
+    # their dumps apart by when they reached the same collective.
+    assert SPANS["no-partner"][0] > SPANS["zero-first"][1], SPANS
     shutil.copy(jobs["zero-first"] / "fr" / "rank_0", tmp_path / "mixed")
     shutil.copy(jobs["no-partner"] / "fr" / "rank_1", tmp_path / "mixed")
     assert "different jobs" in bad(capsys, tmp_path / "mixed")

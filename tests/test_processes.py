@@ -178,23 +178,27 @@ def test_the_guard_removes_a_directory_that_is_still_written_to(tmp_path):
     root.mkdir()
     for i in range(200):
         (root / f"log-{i}").write_text("x" * 100)
-    stop = time.monotonic() + 1.0
     writes = []
+    writing = threading.Event()
 
     def writer():                     # as _reap does: open, never mkdir
-        n = 0
+        n, stop = 0, time.monotonic() + 1.0
         while time.monotonic() < stop:
             try:
                 with open(root / f"exit-{n}.tmp", "w") as f:
                     f.write("0")
                 os.replace(root / f"exit-{n}.tmp", root / f"exit-{n}")
                 writes.append(n)
+                writing.set()
             except OSError:
                 return
             n += 1
 
     thread = threading.Thread(target=writer)
     thread.start()
+    # The removal starts once the writer writes (on a busy machine the
+    # thread can start late): the race is the test.
+    assert writing.wait(timeout=30)
     assert guard.remove_dir(str(root))
     thread.join()
     assert writes and not root.exists()
