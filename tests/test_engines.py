@@ -69,6 +69,33 @@ def test_a_dead_engine_is_reported_with_its_log():
     assert "its log ends:" in message and "encodings" in message
 
 
+def test_a_dead_engine_is_reported_after_ipyparallel_dropped_it():
+    """ipyparallel drops an engine's launcher from its set once its event
+    loop hears of the exit (on a busy machine, before the start's first
+    check): how it ended is still read, at once, not after the start
+    timeout."""
+    with tempfile.TemporaryDirectory(prefix="ddpdemo-test-") as tmp:
+        e = Engines(1, tmp, env={"PYTHONHOME": "/nonexistent"}).start()
+        try:
+            e.launch(0)
+            (engine_set,) = e.sets(0).values()
+            (name, launcher), = engine_set.launchers.items()
+            launcher.process.wait(timeout=30)     # it died starting
+            assert launcher.process.wait(timeout=30) == 1    # asked again
+            engine_set._notice_engine_stopped(     # as the loop would
+                dict(identifier=name, pid=launcher.pid,
+                     exit_code=launcher.process.exit_code))
+            assert engine_set.launchers == {}
+            start = time.monotonic()
+            with pytest.raises(RuntimeError) as info:
+                e.wait_for_generation(1, 0, time.monotonic() + 60)
+            assert time.monotonic() - start < 10
+            assert e.exit_code(launcher.pid, wait=0) == 1
+        finally:
+            e.stop()
+    assert "process died (exit code 1)" in str(info.value)
+
+
 def test_the_ipyparallel_privates_we_rely_on_are_still_there():
     """Every name of ipyparallel's that the runtime reaches beyond its
     documented API is listed in IPP_PRIVATES; an ipyparallel without one

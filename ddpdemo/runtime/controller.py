@@ -24,7 +24,8 @@ IPP_PRIVATES = {
     LocalEngineLauncher: ("_start_waiting",   # forks.RankEngineLauncher
                           "process", "pid", "identifier", "args",
                           "work_dir", "output_file", "notify_start"),
-    LocalEngineSetLauncher: ("launchers", "launcher_class"),
+    LocalEngineSetLauncher: ("launchers", "launcher_class",
+                             "_notice_engine_stopped"),   # forks too
     ipp.Cluster: ("engines", "controller", "controller_launcher_class"),
 }
 

@@ -85,11 +85,14 @@ class Engines:
                 if generation is None
                 or enginesets.generation_of(set_id) == generation}
 
-    def _launchers(self, generation=None):
-        """(set id, engine launcher) of every engine still recorded."""
+    def _launchers(self, generation=None, ended=False):
+        """(set id, engine launcher) of every engine still recorded; with
+        ended, also of those that have stopped (forks.RankEngineSetLauncher
+        keeps them: how they ended is read from them)."""
         return [(set_id, el)
                 for set_id, es in self.sets(generation).items()
-                for el in list(getattr(es, "launchers", {}).values())]
+                for el in list(getattr(es, "launchers", {}).values())
+                + list(getattr(es, "ended", {}).values() if ended else [])]
 
     def forget(self, generation=None):
         """Take a generation's engine sets (or all) out of ipyparallel's
@@ -105,7 +108,7 @@ class Engines:
     def check_started(self, generation):
         """RuntimeError, quoting its log, if an engine of this generation
         exited (else it is waited for until the start timeout)."""
-        for set_id, el in self._launchers(generation):
+        for set_id, el in self._launchers(generation, ended=True):
             code = getattr(getattr(el, "process", None), "exit_code", None)
             if code is not None:
                 tail = el.get_output().splitlines()[-5:]
@@ -117,7 +120,7 @@ class Engines:
     def exit_code(self, pid, wait=2.0):
         """How the engine with this pid ended (negative: the signal), as
         its placement can tell; None if it cannot be known in `wait` s."""
-        found = [el for _, el in self._launchers()
+        found = [el for _, el in self._launchers(ended=True)
                  if getattr(el, "pid", None) == pid]
         return self.placement.exit_code(found[0], wait) if found else None
 

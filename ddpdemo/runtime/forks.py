@@ -69,8 +69,9 @@ class _RecordingProcess:
             # Not our child: its parent, the fork server, recorded it.
             code = waiting.value(
                 lambda: forkserver.read_exit(self._forkserver, self.pid), 2.0)
-        self.exit_code = code
-        return code
+        if code is not None:    # a second wait must not forget the first
+            self.exit_code = code
+        return self.exit_code
 
     def __getattr__(self, name):
         return getattr(self._process, name)
@@ -103,5 +104,17 @@ class RankEngineLauncher(LocalEngineLauncher):
 
 
 class RankEngineSetLauncher(LocalEngineSetLauncher):
-    """ipyparallel's local engine set, made of RankEngineLaunchers."""
+    """ipyparallel's local engine set, made of RankEngineLaunchers. One
+    that has stopped stays readable in `ended`: ipyparallel drops it from
+    `launchers` once its event loop hears of the exit, and on a busy
+    machine that can come before anyone asked how the engine ended (an
+    engine that died starting was then waited for until the start
+    timeout, reported as not started)."""
     launcher_class = RankEngineLauncher
+
+    def _notice_engine_stopped(self, data):
+        launcher = self.launchers.get(data["identifier"])
+        if launcher is not None:
+            self.__dict__.setdefault("ended", {})[data["identifier"]] = \
+                launcher
+        super()._notice_engine_stopped(data)
