@@ -1,11 +1,12 @@
 """Quiet progress output for every test and every notebook kernel nbval
 starts (kernels inherit this environment), so stored outputs stay exact.
 
-And how one test run is split between pytest-xdist's two workers
-(pyproject.toml's addopts: `-n 2 --dist loadfile --no-loadscope-reorder`;
+And how one test run is split between pytest-xdist's three workers
+(pyproject.toml's addopts: `-n 3 --dist loadfile --no-loadscope-reorder`;
 `-n 0` runs everything in one process, in the same order).
-Most of the suite waits: for ranks to import torch, for a hang's timeout,
-for a browser; two workers overlap those waits. What must stay in one
+Much of the suite waits: for a hang's timeout, for daemons, for a
+browser; on two cores a third worker runs while the others wait (two
+workers left a fifth of the CPU idle). What must stay in one
 worker is a file: a notebook's cells share one kernel (nbval runs them in
 order), and a module's tests share its module-scoped fixtures (a cluster,
 a built site). The files that use something machine-wide (network
@@ -27,7 +28,7 @@ os.environ["IPP_NONINTERACTIVE"] = "1"
 # (tests/hosts.py): never two of these files at once.
 MACHINE_WIDE = ("tests/test_multihost.py", "tests/test_slurm.py",
                 "tests/test_mpi.py")
-# The longest file goes first: one worker takes it while the other runs
+# The longest file goes first: one worker takes it while the others run
 # the rest (tests/test_site.py builds both editions and drives a browser
 # through every page: about a fifth of the suite one after another).
 FIRST = ("tests/test_site.py",)

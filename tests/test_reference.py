@@ -115,7 +115,18 @@ def mismatched(tmp_path, tries=5):
     first run in which each rank's own timeout fired. Which rank times out
     first is a race: its timeout closes the pair, and the other rank may
     then print "Connection closed by peer" instead (the page says so).
-    Every run must end in one of those two, never in a matched call."""
+    Every run must end in one of those two, never in a matched call.
+    Run once for this module: two tests read it."""
+    if _MISMATCHED:
+        return _MISMATCHED
+    _MISMATCHED[:] = _mismatched(tmp_path, tries)
+    return _MISMATCHED
+
+
+_MISMATCHED = []
+
+
+def _mismatched(tmp_path, tries):
     seen = []
     for attempt in range(tries):
         store = str(tmp_path / f"store-{attempt}")
