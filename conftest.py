@@ -32,23 +32,6 @@ MACHINE_WIDE = ("tests/test_multihost.py", "tests/test_slurm.py",
 # the rest (tests/test_site.py builds both editions and drives a browser
 # through every page: about a fifth of the suite one after another).
 FIRST = ("tests/test_site.py",)
-# Then the longest of the rest, longest first, as measured (clean clone,
-# three workers, junit XML; README): a long file taken last would leave
-# one worker running it alone at the end. The others follow.
-LONGEST = ("tests/test_explain.py", "tests/test_cluster.py",
-           "book/00c_job_failures.ipynb", "book/00b_launching.ipynb",
-           "tests/test_ddp_examples.py", "tests/test_examples.py",
-           "book/08_when_ddp_hangs.ipynb", "book/04_rank_zero_first.ipynb",
-           "book/05_val_dataloader_deadlock.ipynb",
-           "book/07_inside_ddp.ipynb")
-
-# A renamed file must not drop out of the order unnoticed.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_GONE = [p for p in FIRST + MACHINE_WIDE + LONGEST
-         if not os.path.exists(os.path.join(_HERE, p))]
-if _GONE:
-    raise RuntimeError(f"conftest.py orders files that are not there: "
-                       f"{_GONE}")
 
 
 def _file(nodeid):
@@ -59,18 +42,15 @@ def _rank(nodeid):
     """Where a file goes in the workers' queue: the longest units first,
     so that the run does not end on one worker with one long file left.
     The site test; the machine-wide unit (three scenarios of a few
-    minutes each, one after another); LONGEST, in its order; the other
-    notebooks (each a kernel, a cluster and real gloo timeouts: longer
-    than most test modules); then the other test modules, in their
-    order."""
+    minutes each, one after another); the notebooks (each a kernel, a
+    cluster and real gloo timeouts: every one longer than most test
+    modules); then the test modules, in their order."""
     path = _file(nodeid)
     if path in FIRST:
-        return (0, 0)
+        return 0
     if path in MACHINE_WIDE:
-        return (1, 0)
-    if path in LONGEST:
-        return (2, LONGEST.index(path))
-    return (3, 0) if path.endswith(".ipynb") else (4, 0)
+        return 1
+    return 2 if path.endswith(".ipynb") else 3
 
 
 @pytest.hookimpl(tryfirst=True)
