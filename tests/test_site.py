@@ -257,8 +257,8 @@ def images_shown(page, path):
     """(how many img and figure elements page holds, what is wrong with
     them): each must be visible (opened if a collapsed cell or a menu
     hides it), have a size, and an image must be loaded and drawable."""
-    seen, wrong = 0, []
     from playwright.sync_api import TimeoutError
+    seen, wrong = 0, []
     for element in page.locator("img, figure").all():
         what = f"{path}: {element.evaluate('e => e.outerHTML')[:120]}"
         try:
@@ -1087,11 +1087,11 @@ def test_chinese_search_finds_every_page_with_the_words_typed(zh_build,
     words = _edition_words(texts)
     assert len(words) >= 3 * len(texts)
     # The same search, the page loaded with ?q=, as a reader's first
-    # query runs: the in-page queries below must list what it lists.
+    # query runs: the in-page queries below, in that page, must list
+    # what it lists.
     first = READERS_WORDS[1]
-    by_url = _listed(visit.open("zh/search.html?q="
-                                + urllib.parse.quote(first)))
-    page = visit.open("zh/search.html")
+    page = visit.open("zh/search.html?q=" + urllib.parse.quote(first))
+    by_url = _listed(page)
     assert _zh_search(page, first) == by_url and by_url, (first, by_url)
     rows, missed, stray = [], [], []
     for query in list(words) + list(READERS_WORDS):
