@@ -29,6 +29,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import time
 
 import torch.distributed as dist
 
@@ -59,13 +60,38 @@ def free_port():
         return probe.getsockname()[1]
 
 
+# A free port can still be taken before node 0's store binds it: any
+# process's outgoing connection may draw it from the same ephemeral range.
+# Node 0 then fails with this, and the launch is repeated on a new port.
+PORT_TAKEN = "EADDRINUSE"
+PORT_TRIES = 3
+AFTER_FAILURE = 10.0    # s; the other nodes' time to end once one failed
+
+
 def torchrun_nodes(*args, nnodes=2, nproc_per_node=2,
                    timeout=scripts.TIMEOUT):
     """`torchrun --nnodes .. --nproc-per-node .. --node-rank n
     --master-addr 127.0.0.1 --master-port P args` for each node n, all at
     once on this machine, each with a temporary directory (TMPDIR) of its
     own; prints each command and its output as ddpdemo.torchrun does.
-    Bounded. Returns the CompletedProcesses, node by node."""
+    Bounded: `timeout` s in all; once a node has failed, the others are
+    stopped AFTER_FAILURE s later (a node waits for a failed partner until
+    its timeout otherwise). Returns the CompletedProcesses, node by
+    node."""
+    deadline = time.monotonic() + timeout
+    for _ in range(PORT_TRIES):
+        commands, done = _launch_nodes(
+            args, nnodes, nproc_per_node,
+            max(deadline - time.monotonic(), 0.001))
+        if PORT_TAKEN not in done[0].stderr:
+            break
+    for command, run in zip(commands, done):
+        print("$", *command)
+        scripts.show(run, "ranks")
+    return done
+
+
+def _launch_nodes(args, nnodes, nproc_per_node, timeout):
     port = free_port()
     commands = [("torchrun", "--nnodes", str(nnodes), "--nproc-per-node",
                  str(nproc_per_node), "--node-rank", str(node),
@@ -79,11 +105,8 @@ def torchrun_nodes(*args, nnodes=2, nproc_per_node=2,
             argvs.append(["env", f"TMPDIR={tmp}",
                           os.path.join(os.path.dirname(sys.executable),
                                        program), *rest])
-        done = scripts.collect(*argvs, timeout=timeout)
-    for command, run in zip(commands, done):
-        print("$", *command)
-        scripts.show(run, "ranks")
-    return done
+        return commands, scripts.collect(*argvs, timeout=timeout,
+                                         after_failure=AFTER_FAILURE)
 
 
 class SimulatedNodes:

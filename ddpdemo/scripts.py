@@ -101,7 +101,7 @@ def _read_lines(stream, start, into):
         into.append((time.monotonic() - start, line))
 
 
-def collect(*argvs, timeout=TIMEOUT, cwd=None):
+def collect(*argvs, timeout=TIMEOUT, cwd=None, after_failure=None):
     """Run every argv at once and return their CompletedProcesses (output
     captured, nothing printed): each in a session of its own, so that a
     launcher still running at the timeout is killed with all its ranks
@@ -109,7 +109,11 @@ def collect(*argvs, timeout=TIMEOUT, cwd=None):
     own, removed afterwards. The tests launch their scripts with it too.
     Each result also has `stamps`: (seconds since the start, line) for
     every line of stdout and stderr, in order of arrival, so a notebook can
-    say when each rank printed what ("Choosing the timeout")."""
+    say when each rank printed what ("Choosing the timeout").
+    `after_failure`: once one command has exited with a non-zero status,
+    the others get that many seconds, then are killed with their ranks
+    and returned with what they printed (ddpdemo.nodes: a node whose
+    partner failed waits for it until the timeout otherwise)."""
     with tempfile.TemporaryDirectory(prefix="ddpdemo-run-") as tmpdir:
         start = time.monotonic()
         procs = [subprocess.Popen(argv, env=_env(tmpdir), cwd=cwd, text=True,
@@ -129,9 +133,9 @@ def collect(*argvs, timeout=TIMEOUT, cwd=None):
             readers.append((threads, out, err))
         deadline, done = start + timeout, []
         try:
+            _wait_all(argvs, procs, deadline, timeout, after_failure)
             for argv, proc, (threads, out, err) in zip(argvs, procs,
                                                        readers):
-                proc.wait(timeout=max(deadline - time.monotonic(), 0.001))
                 for thread in threads:     # a rank may hold the pipes
                     thread.join(max(deadline - time.monotonic(), 0.001))
                     if thread.is_alive():
@@ -151,6 +155,32 @@ def collect(*argvs, timeout=TIMEOUT, cwd=None):
                 proc.stdout.close()
                 proc.stderr.close()
     return done
+
+
+POLL = 0.05     # s; how often collect looks at the commands it waits for
+
+
+def _wait_all(argvs, procs, deadline, timeout, after_failure):
+    """Wait until every process has ended (TimeoutExpired at the
+    deadline); with `after_failure`, kill those still running that many
+    seconds after the first non-zero exit."""
+    give_up = None
+    while True:
+        running = [proc for proc in procs if proc.poll() is None]
+        if not running:
+            return
+        now = time.monotonic()
+        if now >= deadline:
+            raise subprocess.TimeoutExpired(argvs[procs.index(running[0])],
+                                            timeout)
+        if (after_failure is not None and give_up is None
+                and any(proc.returncode for proc in procs)):
+            give_up = now + after_failure
+        if give_up is not None and now >= give_up:
+            for proc in running:
+                _kill_group(proc)
+            return
+        time.sleep(POLL)
 
 
 def torchrun(*args, timeout=TIMEOUT, show_stderr="ranks", env=None):

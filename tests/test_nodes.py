@@ -5,6 +5,8 @@ program on two hosts with separate /tmp: tests/test_multihost.py.
 """
 import os
 import re
+import socket
+import time
 
 import pytest
 
@@ -49,6 +51,33 @@ def test_two_torchrun_nodes_set_what_torchrun_env_says():
     for rank, found in enumerate([4, 4, None, None]):
         assert (f"[rank {rank}] wrote: {rank == 0}, found {found} of "
                 f"{len(LABELS)} labels") in lines, lines
+
+
+
+def test_a_port_taken_before_node_0_binds_it_is_replaced(monkeypatch,
+                                                          capsys):
+    """free_port's port is free when asked, not when node 0 binds it:
+    node 0 then fails (EADDRINUSE), node 1 is stopped instead of waiting
+    out the timeout, and the launch is repeated on a new port."""
+    from ddpdemo import nodes as module
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = [module.free_port(), port]      # pop: the taken one first
+        monkeypatch.setattr(module, "free_port", ports.pop)
+        monkeypatch.setattr(module, "AFTER_FAILURE", 1.0)
+        start = time.monotonic()
+        node0, node1 = torchrun_nodes("-m", "ddpdemo.bench", "--oneshot",
+                                      nproc_per_node=1,
+                                      timeout=TORCHRUN_TIMEOUT)
+    assert (node0.returncode, node1.returncode) == (0, 0), \
+        (node0.stderr[-2000:], node1.stderr[-2000:])
+    assert ports == []                  # both ports were asked for
+    out = capsys.readouterr().out
+    assert out.count("$ torchrun") == 2     # the last launch only
+    assert f"--master-port {port} " not in out
+    assert time.monotonic() - start < TORCHRUN_TIMEOUT / 2
 
 
 @pytest.fixture(scope="module")

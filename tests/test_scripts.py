@@ -1,12 +1,15 @@
 """ddpdemo.scripts: a torchrun run from a notebook prints the command, the
 ranks' output and the exit status, and is bounded."""
 import os
+import signal
 import subprocess
+import sys
+import time
 
 import pytest
 
 from ddpdemo.runtime import processes
-from ddpdemo.scripts import run_command, run_together, torchrun
+from ddpdemo.scripts import collect, run_command, run_together, torchrun
 
 
 def test_torchrun_prints_command_output_and_status(capsys):
@@ -92,3 +95,31 @@ def test_commands_run_together_are_bounded(tmp_path):
                      timeout=3)
     # The sleeping one was killed, not left behind.
     assert not processes.alive(int(pidfile.read_text()))
+
+
+def test_after_a_failure_the_others_are_stopped_with_their_output(tmp_path):
+    pidfile = tmp_path / "pid"
+    waits = (f"import os, time; open({str(pidfile)!r}, 'w')"
+             ".write(str(os.getpid())); print('waiting', flush=True); "
+             "time.sleep(60)")
+    fails = ("import os, sys, time\n"
+             f"while not os.path.exists({str(pidfile)!r}): time.sleep(0.01)\n"
+             "sys.exit(3)")
+    start = time.monotonic()
+    failed, stopped = collect([sys.executable, "-c", fails],
+                              [sys.executable, "-c", waits],
+                              timeout=60, after_failure=0.5)
+    assert time.monotonic() - start < 20     # not the sleeper's 60 s
+    assert failed.returncode == 3
+    assert stopped.returncode == -signal.SIGKILL
+    assert stopped.stdout == "waiting\n"
+    assert not processes.alive(int(pidfile.read_text()))
+
+
+def test_without_a_failure_nobody_is_stopped_early():
+    slow = "import time; time.sleep(1.5); print('done')"
+    quick, slow_one = collect([sys.executable, "-c", "pass"],
+                              [sys.executable, "-c", slow],
+                              timeout=60, after_failure=0.1)
+    assert (quick.returncode, slow_one.returncode) == (0, 0)
+    assert slow_one.stdout == "done\n"
