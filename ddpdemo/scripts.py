@@ -19,6 +19,8 @@ import tempfile
 import threading
 import time
 
+from .runtime import waiting
+
 TIMEOUT = 120   # s; a 2-rank script takes ~10 s on a 2-core machine
 
 
@@ -164,23 +166,30 @@ def _wait_all(argvs, procs, deadline, timeout, after_failure):
     """Wait until every process has ended (TimeoutExpired at the
     deadline); with `after_failure`, kill those still running that many
     seconds after the first non-zero exit."""
-    give_up = None
-    while True:
-        running = [proc for proc in procs if proc.poll() is None]
-        if not running:
+    def left():
+        return max(deadline - time.monotonic(), 0.0)
+
+    def ended():
+        return all(proc.poll() is not None for proc in procs)
+
+    def failed():
+        return any(proc.poll() for proc in procs)     # a non-zero status
+
+    if after_failure is None:
+        waiting.until(ended, left(), every=POLL)
+    elif waiting.until(lambda: ended() or failed(), left(), every=POLL):
+        # One failed (or all ended): the rest get after_failure s, within
+        # the deadline, and are then stopped.
+        if (not waiting.until(ended, min(after_failure, left()), every=POLL)
+                and left() > 0):
+            for proc in procs:
+                if proc.poll() is None:
+                    _kill_group(proc)
             return
-        now = time.monotonic()
-        if now >= deadline:
-            raise subprocess.TimeoutExpired(argvs[procs.index(running[0])],
-                                            timeout)
-        if (after_failure is not None and give_up is None
-                and any(proc.returncode for proc in procs)):
-            give_up = now + after_failure
-        if give_up is not None and now >= give_up:
-            for proc in running:
-                _kill_group(proc)
-            return
-        time.sleep(POLL)
+    running = [argv for argv, proc in zip(argvs, procs)
+               if proc.poll() is None]
+    if running:
+        raise subprocess.TimeoutExpired(running[0], timeout)
 
 
 def torchrun(*args, timeout=TIMEOUT, show_stderr="ranks", env=None):

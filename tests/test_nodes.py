@@ -53,7 +53,6 @@ def test_two_torchrun_nodes_set_what_torchrun_env_says():
                 f"{len(LABELS)} labels") in lines, lines
 
 
-
 def test_a_port_taken_before_node_0_binds_it_is_replaced(monkeypatch,
                                                           capsys):
     """free_port's port is free when asked, not when node 0 binds it:

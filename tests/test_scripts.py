@@ -102,8 +102,12 @@ def test_after_a_failure_the_others_are_stopped_with_their_output(tmp_path):
     waits = (f"import os, time; open({str(pidfile)!r}, 'w')"
              ".write(str(os.getpid())); print('waiting', flush=True); "
              "time.sleep(60)")
+    # It fails once the other is up (bounded: 4 if that never happens).
     fails = ("import os, sys, time\n"
-             f"while not os.path.exists({str(pidfile)!r}): time.sleep(0.01)\n"
+             "give_up = time.monotonic() + 30\n"
+             f"while not os.path.exists({str(pidfile)!r}):\n"
+             "    if time.monotonic() > give_up: sys.exit(4)\n"
+             "    time.sleep(0.01)\n"
              "sys.exit(3)")
     start = time.monotonic()
     failed, stopped = collect([sys.executable, "-c", fails],
