@@ -18,6 +18,7 @@ import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 from .bandwidth import (busbw, fit_alpha_beta, human_size,  # noqa: F401
@@ -205,19 +206,96 @@ _DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown)\s+"
 def book_nbval(chapters=()):
     """Strict nbval of the book's notebooks (those of _toc.yml, in its
     order) in one pytest run: ({notebook: seconds}, total seconds,
-    passed). A notebook's seconds are the sum of its cells' setup, call
-    and teardown times (pytest --durations). Needs the book extra."""
+    passed, CPU seconds). A notebook's seconds are the sum of its cells'
+    setup, call and teardown times (pytest --durations); the CPU seconds
+    are those of every process that started while it ran (CpuMeter).
+    Needs the book extra."""
     from .book.execute import book_notebooks
     paths = [p for p in book_notebooks(ROOT)
              if not chapters or p.name.startswith(tuple(chapters))]
     names = [p.name for p in paths]
     start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "--durations=0",
-         "--durations-min=0", *[os.path.relpath(p, ROOT) for p in paths]],
-        capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    with CpuMeter() as cpu:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "--durations=0",
+             "--durations-min=0", *[os.path.relpath(p, ROOT) for p in paths]],
+            capture_output=True, text=True, cwd=ROOT, timeout=1800)
     total = time.perf_counter() - start
-    return chapter_seconds(done.stdout, names), total, done.returncode == 0
+    return (chapter_seconds(done.stdout, names), total, done.returncode == 0,
+            cpu.seconds)
+
+
+class CpuMeter:
+    """CPU seconds (user + system) of every process that starts while the
+    meter is on: kernels, engines, torchrun and its ranks, pytest, and
+    anything else started meanwhile (so, like every number here, take it
+    on a machine doing nothing else). A thread samples them every
+    `every` s; a process's last sample is what it counts for, so one that
+    lives shorter than that, or its last fraction, is missed: the sum is
+    a lower bound, which is what the floor below needs."""
+
+    def __init__(self, every=0.2):
+        self.every = every
+        self._cpu = {}
+        self._done = threading.Event()
+
+    def __enter__(self):
+        import psutil
+        # What runs already is not counted: (pid, start time) pairs, since
+        # a pid can be reused by a process started later.
+        self._before = {(p.pid, p.info["create_time"]) for p in
+                        psutil.process_iter(["create_time"])}
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name="ddpdemo-cpu-meter")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+    def _loop(self):
+        while True:
+            self.sample()
+            if self._done.wait(self.every):
+                return
+
+    def sample(self):
+        import psutil
+        for p in psutil.process_iter(["create_time", "cpu_times"]):
+            key = (p.pid, p.info["create_time"])
+            times = p.info["cpu_times"]
+            if key not in self._before and times is not None:
+                self._cpu[key] = times.user + times.system
+
+    @property
+    def seconds(self):
+        return sum(self._cpu.values())
+
+
+def torch_import_cpu(reps=3):
+    """Median CPU seconds (user + system) of a fresh interpreter that
+    imports torch and exits: what every process that imports torch pays
+    before it does anything (each kernel, fork server, torchrun agent and
+    rank the book starts)."""
+    import resource
+    cpu = []
+    for _ in range(reps):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", "import torch"], check=True,
+                       timeout=300)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime
+                   + after.ru_stime - before.ru_stime)
+    return statistics.median(cpu)
+
+
+def cores():
+    """The cores this process may run on (what the book's run could use)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:          # macOS
+        return os.cpu_count()
 
 
 def chapter_seconds(durations, names):
@@ -275,14 +353,22 @@ def measure(full=False, book=True, chapters=()):
     # The Flight Recorder's cost, on and off.
     r.update(overhead(WORLD_SIZE, 30 if full else 15))
     if book:
-        per, r["book_nbval_s"], r["book_nbval_passed"] = book_nbval(chapters)
+        (per, r["book_nbval_s"], r["book_nbval_passed"],
+         r["book_cpu_s"]) = book_nbval(chapters)
         r["chapter_nbval_s"] = per
         # In one-shots (issue 37): the machine's speed divides out. The
         # one-shot timed before the book and again after it, the mean.
         r["oneshot_after_book_s"] = torchrun_oneshot(reps)
-        r["book_nbval_oneshots"] = book_in_oneshots(
-            r["book_nbval_s"], r["torchrun_oneshot_s"],
-            r["oneshot_after_book_s"])
+        oneshots = r["torchrun_oneshot_s"], r["oneshot_after_book_s"]
+        r["book_nbval_oneshots"] = book_in_oneshots(r["book_nbval_s"],
+                                                    *oneshots)
+        # The least time the book's CPU seconds take with every core busy
+        # all along, in the same one-shots: no scheduling (more workers, a
+        # better order) brings the book under this; only less CPU does.
+        r["cores"] = cores()
+        r["torch_import_cpu_s"] = torch_import_cpu(reps)
+        r["book_cpu_floor_oneshots"] = book_in_oneshots(
+            r["book_cpu_s"] / r["cores"], *oneshots)
     return r
 
 

@@ -115,3 +115,47 @@ def test_table_shows_chapters_and_the_hang_bound():
     assert bench.verdicts(within)["hang_detect_s"] is True
     assert bench.verdicts(past)["hang_detect_s"] is False
     assert "chapter_nbval_s 00" in text
+
+
+_BURN = """import sys, time
+start = time.process_time()
+while time.process_time() - start < float(sys.argv[1]):
+    pass
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def test_cpu_meter_counts_what_starts_under_it_not_what_ran_before():
+    """The book's CPU floor (issue 37) sums the CPU of what the book's
+    run started. A process that burns 1 CPU-s under the meter is counted
+    (its sleep afterwards lets the last sample see it all); one that
+    was already burning when the meter started is not."""
+    import subprocess
+    import sys
+    busy = subprocess.Popen([sys.executable, "-c", _BURN, "60", "0"])
+    try:
+        with bench.CpuMeter(every=0.05) as meter:
+            subprocess.run([sys.executable, "-c", _BURN, "1.0", "0.5"],
+                           check=True, timeout=120)
+        # 1 s of burning, plus the interpreter's start (a few tens of
+        # ms); the busy process, had it been counted, adds about as
+        # much as the child burned.
+        assert 0.95 <= meter.seconds < 1.5, meter.seconds
+    finally:
+        busy.kill()
+        busy.wait()
+
+
+def test_the_cpu_floor_is_cpu_over_cores_in_the_same_oneshots():
+    # 420 CPU-s on 2 cores is 210 s at best; beside one-shots of 6 s and
+    # 8 s that is 30 one-shots, whatever the run's own wall time.
+    floor = bench.book_in_oneshots(420.0 / 2, 6.0, 8.0)
+    assert floor == pytest.approx(30.0)
+    assert bench.cores() >= 1
+
+
+def test_torch_import_cpu_is_the_childs_not_this_process():
+    # A fresh interpreter importing torch spends well over a tenth of a
+    # CPU-s (about 2 on the 2-core machine); this process's own CPU,
+    # had it been read instead, would not grow by running a child.
+    assert bench.torch_import_cpu(1) > 0.3
