@@ -252,7 +252,10 @@ class CpuMeter:
 
     def __exit__(self, *exc):
         self._done.set()
-        self._thread.join()
+        # One sample more at most: a pass over the process table.
+        self._thread.join(timeout=60)
+        if self._thread.is_alive():
+            raise TimeoutError("the CPU meter's last sample took over 60 s")
 
     def _loop(self):
         while True:
