@@ -117,33 +117,46 @@ def test_table_shows_chapters_and_the_hang_bound():
     assert "chapter_nbval_s 00" in text
 
 
-_BURN = """import sys, time
+_BURN = """import os, sys, time
 start = time.process_time()
 while time.process_time() - start < float(sys.argv[1]):
     pass
-time.sleep(float(sys.argv[2]))
+if len(sys.argv) > 2:           # burnt: say so, then wait for the go
+    folder = sys.argv[2]
+    open(os.path.join(folder, "burnt"), "w").close()
+    give_up = time.monotonic() + 60
+    while not os.path.exists(os.path.join(folder, "go")):
+        if time.monotonic() > give_up:
+            sys.exit(4)
+        time.sleep(0.01)
 """
 
 
-def test_cpu_meter_counts_what_starts_under_it_not_what_ran_before():
+def test_cpu_meter_counts_what_starts_under_it_not_what_ran_before(
+        tmp_path):
     """The book's CPU floor (issue 37) sums the CPU of what the book's
     run started. A process that burns 1 CPU-s under the meter is counted
-    (its sleep afterwards lets the last sample see it all); one that
-    was already burning when the meter started is not."""
+    (it waits, burnt, until the meter has sampled it); one that was
+    already burning when the meter started is not."""
     import subprocess
     import sys
-    busy = subprocess.Popen([sys.executable, "-c", _BURN, "60", "0"])
+    from ddpdemo.runtime import waiting
+    busy = subprocess.Popen([sys.executable, "-c", _BURN, "600"])
     try:
         with bench.CpuMeter(every=0.05) as meter:
-            subprocess.run([sys.executable, "-c", _BURN, "1.0", "0.5"],
-                           check=True, timeout=120)
+            child = subprocess.Popen([sys.executable, "-c", _BURN, "1.0",
+                                      str(tmp_path)])
+            assert waiting.until((tmp_path / "burnt").exists, 120)
+            meter.sample()
+            (tmp_path / "go").touch()
+            assert child.wait(timeout=60) == 0
         # 1 s of burning, plus the interpreter's start (a few tens of
         # ms); the busy process, had it been counted, adds about as
         # much as the child burned.
         assert 0.95 <= meter.seconds < 1.5, meter.seconds
     finally:
         busy.kill()
-        busy.wait()
+        busy.wait(timeout=60)
 
 
 def test_the_cpu_floor_is_cpu_over_cores_in_the_same_oneshots():
