@@ -3,6 +3,7 @@ command, killing a process and saying how it ended, and a guard ending
 its process (and removing a directory) when the parent it watches
 dies."""
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -101,6 +102,17 @@ def test_describe_exit_names_the_signal():
     assert processes.describe_exit(-9) == "process died (signal SIGKILL)"
     assert processes.describe_exit(1) == "process died (exit code 1)"
     assert "not available" in processes.describe_exit(None)
+
+
+def test_describe_exit_names_a_real_time_signal():
+    # signal.Signals has no member for 35..63: this raised ValueError
+    # inside the hang report before signal_name.
+    rtmin = signal.SIGRTMIN
+    assert processes.describe_exit(-(rtmin + 1)) == (
+        "process died (signal SIGRTMIN+1)")
+    assert processes.signal_name(signal.SIGRTMAX - 1) == "SIGRTMAX-1"
+    assert processes.signal_name(200) == "signal 200"
+    assert processes.signal_name(15) == "SIGTERM"
 
 
 def test_guard_ends_its_process_and_removes_the_directory(tmp_path):

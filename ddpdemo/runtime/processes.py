@@ -84,10 +84,27 @@ def rss_bytes(pids, unique=False):
     return total
 
 
+def signal_name(signum):
+    """`SIGKILL` for 9: the one way ddpdemo names a signal. Numbers that
+    `signal.Signals` lacks (the real-time signals, 34-64 on Linux) are
+    named from SIGRTMIN/SIGRTMAX, and anything else as `signal N`, so a
+    rank killed by any signal can be described instead of raising."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        pass
+    low = getattr(signal, "SIGRTMIN", None)
+    high = getattr(signal, "SIGRTMAX", None)
+    if low is not None and low <= signum <= high:
+        return (f"SIGRTMIN+{signum - low}" if signum - low <= high - signum
+                else f"SIGRTMAX-{high - signum}")
+    return f"signal {signum}"
+
+
 def describe_exit(code):
     """`process died (signal SIGKILL)`: a dead rank, for RankError."""
     if code is None:
         return "process died (exit status not available)"
     if code < 0:
-        return f"process died (signal {signal.Signals(-code).name})"
+        return f"process died (signal {signal_name(-code)})"
     return f"process died (exit code {code})"
