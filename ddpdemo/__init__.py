@@ -42,6 +42,11 @@ def __getattr__(name):
     if name == "torchrun":
         from .scripts import torchrun
         return torchrun
+    if name == "jobfiles":
+        # Chapter 5 reads a dump with it; it lives with the commands
+        # that read a reader's job (ddpdemo.triage).
+        from .triage import jobfiles
+        return jobfiles
     if name == "default_timeouts":
         from .timeouts import default_timeouts
         return default_timeouts

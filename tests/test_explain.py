@@ -370,9 +370,9 @@ def test_dumps_are_read_with_torchs_loader_without_importing_torch(jobs):
     # The format taken without importing torch is the one this torch
     # writes, and a job's dumps are then read by torch's own loader code
     # with torch never imported (most of the command's time otherwise).
-    from ddpdemo import jobfiles
+    from ddpdemo.triage import jobfiles
     assert jobfiles.KNOWN_VERSION == jobfiles.writer_version()
-    code = ("import sys, ddpdemo.explain as e, ddpdemo.jobfiles as j; "
+    code = ("import sys, ddpdemo.explain as e, ddpdemo.triage.jobfiles as j; "
             "out = e.explain(sys.argv[1:]); "
             "print(j.torch_read_dump().__module__, 'torch' in sys.modules); "
             "print(out)")

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.fast
 PACKAGE = pathlib.Path(ddpdemo.__file__).parent
 # The package's parts: a module belongs to the deepest of these that holds
 # it; the top level is "ddpdemo".
-PARTS = ("ddpdemo.runtime", "ddpdemo.book", "ddpdemo.examples")
+PARTS = ("ddpdemo.runtime", "ddpdemo.book", "ddpdemo.examples",
+         "ddpdemo.triage")
 # What runs inside a rank (an engine, a torchrun process, the guard and
 # the fork server), and what it needs.
 RANK_SIDE = {f"ddpdemo.runtime.{m}" for m in (
@@ -228,6 +229,20 @@ def test_only_bench_reaches_into_the_book_tooling():
     book = {n for n in edges if n.startswith("ddpdemo.book")}
     outside = set().union(*(edges[n] for n in book)) - book
     assert not outside, outside
+
+
+def test_the_triage_commands_import_only_the_runtime():
+    """ddpdemo.triage (explain, and what reads a reader's job) may use
+    the runtime and nothing else of ddpdemo: the commands run without
+    the lessons, the book's tooling or a cluster."""
+    edges = graph()
+    triage = {n for n in edges if part(n) == "ddpdemo.triage"}
+    assert triage, "ddpdemo.triage has no module"
+    outside = set().union(*(edges[n] for n in triage)) - triage
+    assert all(part(n) == "ddpdemo.runtime" for n in outside), \
+        sorted(outside)
+    reached = reachable(edges, triage)
+    assert not reached & KERNEL_SIDE, sorted(reached & KERNEL_SIDE)
 
 
 def test_a_torchrun_example_reaches_nothing_of_the_notebook_side():

@@ -21,7 +21,7 @@ import pickle
 import re
 import sys
 
-from .errors import short_path
+from ..runtime.errors import short_path
 
 
 class BadInput(ValueError):

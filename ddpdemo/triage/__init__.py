@@ -1,0 +1,18 @@
+"""The commands that read a reader's own job, apart from the lessons:
+they run on what the reader brings, not on the book's clusters.
+
+    explain    after a hang: `python -m ddpdemo.explain` reads what the
+               job left behind (Flight Recorder dumps, stacks,
+               torchrun's output) and names where the ranks part and
+               the pattern the book shows (the triage page's step 0)
+    jobfiles   explain's input side: which file holds what, read
+
+What it may import: the standard library and torch; of ddpdemo, only
+ddpdemo.runtime (the ledger's divergence and the hang report's words are
+the runtime's, so a hang in the book and one in a reader's job are read
+the same way). Never the top level's lessons, never ddpdemo.book, so the
+commands work in a bare `pip install ddpdemo` and load no notebook
+machinery. tests/test_imports.py checks this.
+
+This file imports nothing.
+"""
