@@ -5,9 +5,9 @@ job; this module re-exports it (the same functions), so chapter 5's
 name."""
 import sys
 
-from .triage.explain import SITE, explain, main
+from .triage.explain import SECTIONS, SITE, explain, link, main
 
-__all__ = ["SITE", "explain", "main"]
+__all__ = ["SECTIONS", "SITE", "explain", "link", "main"]
 
 if __name__ == "__main__":
     sys.exit(main())
