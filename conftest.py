@@ -1,5 +1,6 @@
-"""Quiet progress output for every test and every notebook kernel nbval
-starts (kernels inherit this environment), so stored outputs stay exact.
+"""Quiet progress output and torch's default CPU kernels for every test
+and every notebook kernel nbval starts (kernels inherit this
+environment), so stored outputs stay exact on any CPU.
 
 And how one test run is split between pytest-xdist's three workers
 (pyproject.toml's addopts: `-n 3 --dist loadfile --no-loadscope-reorder`;
@@ -23,6 +24,12 @@ import os
 import pytest
 
 os.environ["IPP_NONINTERACTIVE"] = "1"
+# The book's outputs must hold on every reader's CPU: the notebooks'
+# kernels and their ranks run torch's default (scalar) CPU kernels, which
+# every CPU has, unless the variable is already set (ATEN_CPU_CAPABILITY=
+# avx2 pytest book checks another). `python -m ddpdemo.book.execute`
+# stores an output only if this machine's own kernels print it too.
+os.environ.setdefault("ATEN_CPU_CAPABILITY", "default")
 
 # Network namespaces, sshd, munge, slurmd and mpiexec on hosts a and b
 # (tests/hosts.py): never two of these files at once.

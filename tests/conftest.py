@@ -57,9 +57,10 @@ def two_hosts(request):
     that needs more (mpiexec, Slurm) says so with a `missing()` of its
     own, which returns that reason or None."""
     import hosts
+    import needs
     why = getattr(request.module, "missing", hosts.missing)()
     if why:
-        pytest.skip(f"{request.module.__name__} needs: {why}")
+        needs.missing(f"{request.module.__name__} needs: {why}")
     hosts.sweep()
     made = hosts.TwoHosts().start()
     try:

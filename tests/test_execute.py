@@ -1,5 +1,6 @@
 """ddpdemo.book.execute: a refresh keeps stored text that differs only where
 the sanitiser masks it, and --check runs notebooks without storing."""
+import os
 import subprocess
 import sys
 
@@ -130,3 +131,50 @@ def test_nccl_check_without_enough_gpus_says_so_in_one_line(tmp_path):
     assert lines[0] == (f"--backend nccl needs {execute.NCCL_GPUS} GPUs (one "
                         "per rank of the book's largest cluster); this "
                         "machine's torch sees 0: nothing was run")
+
+
+def test_outputs_that_differ_between_cpu_kernels_are_not_stored(tmp_path):
+    """A notebook that prints which CPU kernels torch runs is refused:
+    its output is one thing under ATEN_CPU_CAPABILITY=default and
+    another on this machine's own kernels, as a randn value or a count
+    of differing floats would be. The file stays as it was."""
+    path = tmp_path / "kernels.ipynb"
+    nbformat.write(notebook(source=(
+        "import torch\nprint(torch.backends.cpu.get_cpu_capability())")),
+        path)
+    before = path.read_text()
+    done = run_execute(str(path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "differ between the CPU capabilities default and native" in \
+        done.stderr and "Cells: 1 (import torch)" in done.stderr
+    assert path.read_text() == before
+
+
+def test_outputs_the_same_on_every_cpu_are_stored(tmp_path):
+    path = tmp_path / "same.ipynb"
+    nbformat.write(notebook(source=(
+        "import torch\nprint(torch.arange(4).sum().item())")), path)
+    done = run_execute(str(path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    stored = nbformat.read(path, as_version=4)
+    assert stored.cells[0].outputs[0]["text"] == "6\n"
+
+
+def test_the_capability_reaches_the_kernel():
+    with execute.capability("default"):
+        assert os.environ["ATEN_CPU_CAPABILITY"] == "default"
+        with execute.capability("native"):
+            assert "ATEN_CPU_CAPABILITY" not in os.environ
+        assert os.environ["ATEN_CPU_CAPABILITY"] == "default"
+
+
+def test_the_tests_run_torch_on_the_kernels_conftest_names():
+    """The root conftest.py sets ATEN_CPU_CAPABILITY=default (unless it
+    was set), and a process the tests start, as nbval's kernels and
+    their ranks are, runs torch on those kernels."""
+    name = os.environ["ATEN_CPU_CAPABILITY"]
+    done = subprocess.run(
+        [sys.executable, "-c", "import torch; "
+         "print(torch.backends.cpu.get_cpu_capability())"],
+        capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == name.upper()

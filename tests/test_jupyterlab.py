@@ -16,6 +16,7 @@ import secrets
 import subprocess
 import sys
 
+import needs
 import psutil
 import pytest
 
@@ -43,8 +44,8 @@ def lab(tmp_path):
     (a checkpoint directory left in book/ would be read by other tests,
     on the other worker at the same time); every cell is rendered at once
     (no windowing), so all of them can be read."""
-    pytest.importorskip("jupyterlab")
-    pytest.importorskip("jupyterlab_myst")
+    needs.module("jupyterlab", "pip install -r requirements.txt")
+    needs.module("jupyterlab_myst", "pip install -r requirements.txt")
     settings = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
     (settings / "tracker.jupyterlab-settings").write_text(
@@ -90,7 +91,7 @@ def lab(tmp_path):
 def test_chapter_reads_rendered_in_jupyterlab(lab):
     executable = find_chromium()
     if executable is None:
-        pytest.skip("Chromium is not installed; `apt-get install chromium`")
+        needs.missing("Chromium is not installed; `apt-get install chromium`")
     from playwright.sync_api import sync_playwright
     url, token = lab
     with open(ROOT / CHAPTER) as f:

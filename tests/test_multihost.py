@@ -22,6 +22,7 @@ import time
 import pytest
 
 import hosts
+import needs
 from ddpdemo import devices
 
 SCENARIO_TIMEOUT = 240   # s; measured about 60 s on the loaded 2-core box
@@ -195,7 +196,7 @@ def test_a_host_ssh_cannot_reach_fails_at_start_and_cleans_up(
 def test_sweep_removes_what_a_killed_run_left():
     why = hosts.missing()
     if why:
-        pytest.skip(f"network namespaces: {why}")
+        needs.missing(f"network namespaces: {why}")
     gone = subprocess.Popen(["true"])
     gone.wait(timeout=10)                  # a pid whose process is gone
     name = f"{hosts.PREFIX}-{gone.pid}-test-a"

@@ -23,6 +23,7 @@ import sys
 import threading
 import urllib.parse
 
+import needs
 import pytest
 import yaml
 
@@ -127,13 +128,13 @@ def site(build):
 def browser():
     executable = find_chromium()
     if executable is None:
-        pytest.skip("Chromium is not installed (looked for "
+        needs.missing("Chromium is not installed (looked for "
                     f"{', '.join(CHROMIUM_NAMES + CHROMIUM_PATHS)}); "
                     "`apt-get install chromium` to run the browser checks")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("the playwright package is not importable; "
+        needs.missing("the playwright package is not importable; "
                     "`pip install -r requirements.txt` to run the browser "
                     "checks")
     with sync_playwright() as p:

@@ -26,6 +26,7 @@ import pytest
 import batch_scenario
 import slurm_hosts
 import hosts
+import needs
 from ddpdemo.runtime import processes
 
 SCENARIO_TIMEOUT = 180   # s; measured about 25 s on the loaded 2-core box
@@ -134,7 +135,7 @@ def test_sweep_removes_the_daemons_jobs_and_files_of_a_killed_run():
     daemons, a running job and its files; sweep() removes them all."""
     why = missing()
     if why:
-        pytest.skip(f"a real Slurm needs: {why}")
+        needs.missing(f"a real Slurm needs: {why}")
     run = subprocess.Popen([sys.executable, slurm_hosts.__file__],
                            stdout=subprocess.PIPE, text=True)
     try:

@@ -7,6 +7,7 @@ import copy
 import pickle
 import re
 
+import needs
 import pytest
 
 from ddpdemo import interactive
@@ -73,8 +74,9 @@ def figures():
 def page():
     executable = find_chromium()
     if executable is None:
-        pytest.skip("Chromium is not installed")
-    sync_playwright = pytest.importorskip("playwright.sync_api")
+        needs.missing("Chromium is not installed; `apt-get install chromium`")
+    sync_playwright = needs.module("playwright.sync_api",
+                                   "pip install -r requirements.txt")
     with sync_playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable,
                                     headless=True, args=CHROMIUM_ARGS)

@@ -14,6 +14,14 @@ stored one only where book/sanitize.cfg masks it (a duration, a pid, a
 port, a bandwidth) keeps its stored text, so a refresh shows diffs only
 where something really changed. Stops at the first failing cell.
 
+An output must hold on every reader's CPU. Before storing, each notebook
+runs twice: on torch's default (scalar) CPU kernels, which every CPU has,
+and on this machine's own (AVX2, AVX-512, ...), through
+ATEN_CPU_CAPABILITY, which the kernel and its ranks inherit. If any text
+output differs between the two runs, masked fields aside (a count of
+floats that differ, a `randn` value), nothing is stored and the cells
+are named. `--capabilities` names the two (default: `default,native`).
+
 --check runs the notebooks and stores nothing: what CI or a GPU machine
 runs to see every chapter pass. --timings prints how long each code cell
 took (where a chapter's seconds go), slowest first. --backend sets
@@ -22,6 +30,7 @@ DDPDEMO_BACKEND, which the notebook kernels inherit and
 """
 import argparse
 import configparser
+import contextlib
 import os
 import pathlib
 import re
@@ -123,14 +132,55 @@ def cell_seconds(nb):
     return rows
 
 
-def execute(path, store=True, timings=False):
-    """Run the notebook top to bottom in a fresh kernel; store its outputs
-    unless store=False (the file is then not touched). timings=True:
-    return cell_seconds() of the run."""
+# torch's scalar kernels, which every CPU runs (torch/csrc: the
+# ATEN_CPU_CAPABILITY variable), and "native": the variable unset, so
+# torch picks this CPU's best.
+CAPABILITIES = ("default", "native")
+
+
+class KernelDependent(Exception):
+    """Outputs that differ between two CPU capabilities: not stored."""
+
+
+@contextlib.contextmanager
+def capability(name):
+    """ATEN_CPU_CAPABILITY=name for the kernels started inside (they and
+    their ranks inherit the environment); "native" unsets it."""
+    before = os.environ.get("ATEN_CPU_CAPABILITY")
+    if name == "native":
+        os.environ.pop("ATEN_CPU_CAPABILITY", None)
+    else:
+        os.environ["ATEN_CPU_CAPABILITY"] = name
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("ATEN_CPU_CAPABILITY", None)
+        else:
+            os.environ["ATEN_CPU_CAPABILITY"] = before
+
+
+def differing_cells(one, other, rules):
+    """[(code cell number, first line)] where the two runs' text outputs
+    differ after sanitising (what strict nbval would see differ)."""
+    found = []
+    pairs = zip([c for c in one.cells if c.cell_type == "code"],
+                [c for c in other.cells if c.cell_type == "code"],
+                strict=True)
+    for n, (a, b) in enumerate(pairs, 1):
+        texts = [[{k: sanitize(v, rules) for k, v in _texts(o).items()}
+                  for o in cell.outputs] for cell in (a, b)]
+        if texts[0] != texts[1]:
+            found.append((n, (a.source.splitlines() or [""])[0][:60]))
+    return found
+
+
+def run_once(stored, path, timings=False):
+    """A copy of `stored` run top to bottom in a fresh kernel, and
+    cell_seconds() of the run where timings=True."""
     import copy
-    import nbformat
+
     from nbclient import NotebookClient
-    stored = nbformat.read(path, as_version=4)
     nb = copy.deepcopy(stored)
     client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}},
@@ -141,8 +191,34 @@ def execute(path, store=True, timings=False):
     if rows is not None:
         rows.append((time.monotonic() - started - sum(r[0] for r in rows),
                      0, "(kernel start and between cells)"))
-    if store:
-        nbformat.write(keep_unchanged(stored, clean(nb), sanitizers()), path)
+    return nb, rows
+
+
+def execute(path, store=True, timings=False, capabilities=CAPABILITIES):
+    """Run the notebook top to bottom in a fresh kernel; store its outputs
+    unless store=False (the file is then not touched). Storing runs it
+    once per capability and raises KernelDependent, storing nothing, if
+    their outputs differ. timings=True: return cell_seconds() of the
+    (first) run."""
+    import nbformat
+    stored = nbformat.read(path, as_version=4)
+    if not store:
+        return run_once(stored, path, timings)[1]
+    rules = sanitizers()
+    runs = []
+    for name in capabilities:
+        with capability(name):
+            runs.append((name, *run_once(stored, path, timings)))
+    (first, nb, rows), *others = runs
+    for name, other, _ in others:
+        cells = differing_cells(nb, other, rules)
+        if cells:
+            raise KernelDependent(
+                f"{path.name}: outputs differ between the CPU capabilities "
+                f"{first} and {name}, so they would fail strict nbval on "
+                "another CPU; nothing stored. Cells: " + "; ".join(
+                    f"{n} ({line})" for n, line in cells))
+    nbformat.write(keep_unchanged(stored, clean(nb), rules), path)
     return rows
 
 
@@ -170,7 +246,12 @@ def main(argv=None):
                         help="what Cluster(backend='auto') uses")
     parser.add_argument("--timings", action="store_true",
                         help="print each code cell's seconds")
+    parser.add_argument("--capabilities", default=",".join(CAPABILITIES),
+                        help="the CPU capabilities (ATEN_CPU_CAPABILITY, "
+                             "or native) whose outputs must agree before "
+                             "storing (default: %(default)s)")
     args = parser.parse_args(argv)
+    capabilities = tuple(args.capabilities.split(","))
     if args.backend not in (None, "gloo") and not args.check:
         parser.error("stored outputs are gloo's: use --backend "
                      f"{args.backend} with --check")
@@ -192,7 +273,7 @@ def main(argv=None):
         print(f"{verb} {path} ...", end=" ", flush=True)
         try:
             rows = execute(path.resolve(), store=not args.check,
-                           timings=args.timings)
+                           timings=args.timings, capabilities=capabilities)
         except Exception as exc:
             print(f"FAILED after {time.monotonic() - start:.1f} s")
             print(exc, file=sys.stderr)
