@@ -351,12 +351,13 @@ class Cluster:
             else:
                 self._state = State.SUSPECT
             raise RankError(out.errors, blocked=out.pending,
-                            ledger=out.ledger)
+                            ledger=out.ledger, ledger_error=out.ledger_error)
         if out.pending:
             self._begin_restart()
             raise HangError(out.pending, timeout, self.world_size,
                             out.stacks, ledger=out.ledger,
-                            restarts=self._state != State.BROKEN)
+                            restarts=self._state != State.BROKEN,
+                            ledger_error=out.ledger_error)
         return [ar.get(timeout=1) for ar in ars]
 
     def ledger(self):
