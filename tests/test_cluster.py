@@ -107,6 +107,28 @@ def test_results_come_back_in_rank_order(cluster):
     assert cluster.run(my_rank) == [0, 1]
 
 
+def wait_for_store(key, timeout, kwargs=None):
+    """A function whose own keywords are named like the cluster's."""
+    return {"key": key, "timeout": timeout, "kwargs": kwargs}
+
+
+@pytest.mark.fast
+def test_fn_gets_keywords_named_like_the_clusters_through_kwargs(cluster):
+    """`timeout` (and `kwargs`) are the cluster's keywords: fn gets its own
+    of those names through the mapping kwargs=, as it is, while the
+    cluster's timeout still bounds the run."""
+    got = cluster.run(wait_for_store, "k", timeout=10,
+                      kwargs={"timeout": 7, "kwargs": {"a": 1}})
+    assert got == [{"key": "k", "timeout": 7, "kwargs": {"a": 1}}] * 2
+    # Keywords given both ways are refused before anything runs.
+    with pytest.raises(TypeError, match="'key' both directly and in"):
+        cluster.run(wait_for_store, key="k", kwargs={"key": "j",
+                                                     "timeout": 1})
+    # timeout= is still the cluster's: checked as its own, not fn's.
+    with pytest.raises(ValueError, match="positive number"):
+        cluster.run(wait_for_store, "k", timeout=0, kwargs={"timeout": 7})
+
+
 def test_environment_set_per_rank(cluster):
     env = cluster.run(lambda: {k: __import__("os").environ[k]
                                for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")})
