@@ -116,7 +116,10 @@ def collect(*argvs, timeout=TIMEOUT, cwd=None, after_failure=None):
     `after_failure`: once one command has exited with a non-zero status,
     the others get that many seconds, then are killed with their ranks
     and returned with what they printed (ddpdemo.nodes: a node whose
-    partner failed waits for it until the timeout otherwise)."""
+    partner failed waits for it until the timeout otherwise).
+    A killed launcher is waited for at most processes.REAP_TIMEOUT s; one
+    that outlives SIGKILL (held by the kernel) raises
+    processes.Unkillable, naming it, instead of a wait without end."""
     with tempfile.TemporaryDirectory(prefix="ddpdemo-run-") as tmpdir:
         start = time.monotonic()
         procs = [subprocess.Popen(argv, env=_env(tmpdir), cwd=cwd, text=True,
