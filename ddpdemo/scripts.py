@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 
-from .runtime import waiting
+from .runtime import processes, waiting
 
 TIMEOUT = 120   # s; a 2-rank script takes ~10 s on a 2-core machine
 
@@ -29,8 +29,8 @@ def _env(tmpdir):
     # ddpdemo even where it is not installed. TMPDIR: torchrun leaves a
     # `torchelastic_*` directory in the temporary directory of every run;
     # each run gets one of its own, removed afterwards.
-    from .runtime.processes import pythonpath
-    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=pythonpath(),
+    return dict(os.environ, OMP_NUM_THREADS="1",
+                PYTHONPATH=processes.pythonpath(),
                 TMPDIR=tmpdir)
 
 
@@ -51,12 +51,13 @@ def show(done, show_stderr):
 
 def _kill_group(proc):
     """Kill a launcher and every rank it started: killing the launcher
-    alone would leave its ranks running, blocked in a collective."""
+    alone would leave its ranks running, blocked in a collective. Bounded:
+    processes.Unkillable if the launcher outlives the kill."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    proc.wait()
+    processes.reap(proc)
 
 
 def run_command(program, *args, timeout=TIMEOUT, show_stderr="ranks",
@@ -115,7 +116,10 @@ def collect(*argvs, timeout=TIMEOUT, cwd=None, after_failure=None):
     `after_failure`: once one command has exited with a non-zero status,
     the others get that many seconds, then are killed with their ranks
     and returned with what they printed (ddpdemo.nodes: a node whose
-    partner failed waits for it until the timeout otherwise)."""
+    partner failed waits for it until the timeout otherwise).
+    A killed launcher is waited for at most processes.REAP_TIMEOUT s; one
+    that outlives SIGKILL (held by the kernel) raises
+    processes.Unkillable, naming it, instead of a wait without end."""
     with tempfile.TemporaryDirectory(prefix="ddpdemo-run-") as tmpdir:
         start = time.monotonic()
         procs = [subprocess.Popen(argv, env=_env(tmpdir), cwd=cwd, text=True,
@@ -149,14 +153,29 @@ def collect(*argvs, timeout=TIMEOUT, cwd=None, after_failure=None):
                               for t, ln in sorted(out + err)]
                 done.append(run)
         finally:
-            for proc, (threads, _, _) in zip(procs, readers):
-                if proc.poll() is None or any(t.is_alive() for t in threads):
-                    _kill_group(proc)
-                for thread in threads:
-                    thread.join(5)
-                proc.stdout.close()
-                proc.stderr.close()
+            _stop(procs, readers)
     return done
+
+
+def _stop(procs, readers):
+    """Kill what still runs (each command with its ranks) and close the
+    pipes. Every command is seen to, then the first that outlived its
+    kill is raised (processes.Unkillable). A pipe whose reader still
+    reads is left open: closing it would wait for that reader."""
+    stuck = []
+    for proc, (threads, _, _) in zip(procs, readers):
+        if proc.poll() is None or any(t.is_alive() for t in threads):
+            try:
+                _kill_group(proc)
+            except processes.Unkillable as error:
+                stuck.append(error)
+        for thread in threads:
+            thread.join(5)
+        if not any(t.is_alive() for t in threads):
+            proc.stdout.close()
+            proc.stderr.close()
+    if stuck:
+        raise stuck[0]
 
 
 POLL = 0.05     # s; how often collect looks at the commands it waits for

@@ -125,8 +125,9 @@ class StandInEngines:
             return [("127.0.0.1", 4321)]
         if fn is engine.prepare:
             return [{"pid": 100 + r, "gpus": 0} for r in range(len(ids))]
-        if fn is flight.record:
-            return [{"rank": i, "dump": {"entries": []}} for i in ids]
+        if fn is flight.record:     # as a rank answers, with no entries
+            return [{"rank": i, "buffer_size": flight.DEFAULT_BUFFER,
+                     "dump": {"entries": []}} for i in ids]
         return [None] * len(ids)
 
     def exit_code(self, pid, wait=2.0):

@@ -12,7 +12,8 @@ import torch
 
 import ddpdemo
 from ddpdemo.runtime import forkserver, guard
-from ddpdemo.runtime import cluster as cluster_module, engine, waiting
+from ddpdemo.runtime import cluster as cluster_module, engine, outcome
+from ddpdemo.runtime import waiting
 from ddpdemo.runtime.engines import Engines
 
 from conftest import StandInResult
@@ -106,6 +107,28 @@ def test_results_come_back_in_rank_order(cluster):
     assert cluster.run(my_rank) == [0, 1]
 
 
+def wait_for_store(key, timeout, kwargs=None):
+    """A function whose own keywords are named like the cluster's."""
+    return {"key": key, "timeout": timeout, "kwargs": kwargs}
+
+
+@pytest.mark.fast
+def test_fn_gets_keywords_named_like_the_clusters_through_kwargs(cluster):
+    """`timeout` (and `kwargs`) are the cluster's keywords: fn gets its own
+    of those names through the mapping kwargs=, as it is, while the
+    cluster's timeout still bounds the run."""
+    got = cluster.run(wait_for_store, "k", timeout=10,
+                      kwargs={"timeout": 7, "kwargs": {"a": 1}})
+    assert got == [{"key": "k", "timeout": 7, "kwargs": {"a": 1}}] * 2
+    # Keywords given both ways are refused before anything runs.
+    with pytest.raises(TypeError, match="'key' both directly and in"):
+        cluster.run(wait_for_store, key="k", kwargs={"key": "j",
+                                                     "timeout": 1})
+    # timeout= is still the cluster's: checked as its own, not fn's.
+    with pytest.raises(ValueError, match="positive number"):
+        cluster.run(wait_for_store, "k", timeout=0, kwargs={"timeout": 7})
+
+
 def test_environment_set_per_rank(cluster):
     env = cluster.run(lambda: {k: __import__("os").environ[k]
                                for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE")})
@@ -129,6 +152,8 @@ def test_lonely_barrier_raises_hang_error_naming_rank_0(cluster):
     # Where rank 0 is stuck: this file's barrier line, then torch's barrier.
     assert "test_cluster.py" in message and "dist.barrier()" in message
     assert info.value.stacks[0][-1][2] == "barrier"
+    # The ledger was built (a failure to would be named in the report).
+    assert info.value.ledger is not None and info.value.ledger_error is None
     # ... and the next run works on a fresh group.
     assert cluster.run(all_reduce_example)[1].tolist() == [4, 6]
 
@@ -141,6 +166,26 @@ def test_exception_on_one_rank_raises_rank_error(cluster):
     assert "ValueError: rank 1 is unhappy" in info.value.errors[1]
     assert info.value.blocked == [0]
     assert "rank 1" in str(info.value)
+    assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
+
+
+def test_a_ledger_that_cannot_be_built_is_named_in_the_report(
+        cluster, monkeypatch):
+    """A bug in the ledger's code (Ledger raising, in this process) shows
+    in the RankError with its reason; the run's error is still reported
+    and the cluster recovers."""
+    def broken(*args, **kwargs):
+        raise KeyError("entries")
+
+    monkeypatch.setattr(outcome, "Ledger", broken)
+    with pytest.raises(ddpdemo.RankError) as info:
+        cluster.run(raise_on_rank_1)
+    assert "ValueError: rank 1 is unhappy" in info.value.errors[1]
+    assert info.value.ledger is None
+    assert str(info.value).splitlines()[-1] == (
+        "No ledger: the ranks' Flight Recorder ledger could not be built "
+        "(KeyError: 'entries').")
+    monkeypatch.undo()
     assert cluster.run(all_reduce_example)[0].tolist() == [4, 6]
 
 

@@ -88,6 +88,22 @@ def test_rank_error_lists_each_rank_and_the_blocked_ones():
         "(the cluster restarts them)"]
 
 
+def test_a_report_without_its_ledger_says_why():
+    """Where the ledger could not be built, both reports say so, with the
+    reason (ddpdemo.runtime.outcome gives it), where the ledger would be.
+    """
+    said = ("No ledger: the ranks' Flight Recorder ledger could not be "
+            "built (KeyError: 'entries').")
+    hang = HangError([1], 5, 2, ledger_error="KeyError: 'entries'")
+    assert str(hang).splitlines()[-2:-1] == [said]  # before the restart
+    assert hang.ledger is None and hang.ledger_error == "KeyError: 'entries'"
+    failed = RankError({1: "ValueError: bad"},
+                       ledger_error="KeyError: 'entries'")
+    assert str(failed).splitlines() == ["1 rank(s) failed:",
+                                        "  rank 1: ValueError: bad", said]
+    assert "No ledger" not in str(HangError([1], 5, 2))
+
+
 def test_hang_summary_lists_each_stuck_ranks_calls():
     error = HangError([1], 5, 2, {1: parse_stack(DUMP)})
     assert error.summary().splitlines() == [

@@ -17,6 +17,8 @@ PROBE = """
     print(os.environ["PROBE"], os.getcwd(), sys.argv[1:], flush=True)
     if sys.argv[1] == "die":
         os.kill(os.getpid(), 9)
+    if sys.argv[1] == "refuse":
+        sys.exit("no GPU for this rank")
     sys.exit(3)
 """
 
@@ -35,7 +37,7 @@ def server(tmp_path):
         yield sock, tmp_path
     finally:
         proc.kill()
-        proc.wait()
+        proc.wait(timeout=30)
 
 
 def test_child_runs_the_module_as_asked_and_its_exit_is_recorded(server):
@@ -61,6 +63,22 @@ def test_a_killed_child_reads_as_its_signal(server):
     assert not processes.alive(pid)
 
 
+def test_a_message_given_to_sys_exit_is_kept_as_python_keeps_it(server):
+    """sys.exit("...") in a forked child: exit status 1 and the message on
+    stderr (the child's log), exactly as `python -m module` does it."""
+    sock, tmp = server
+    log = tmp / "refuse.log"
+    pid = forkserver.request(sock, ["probe_module", "refuse"],
+                             {"PROBE": "x"}, str(tmp), str(log))
+    assert wait_for(lambda: forkserver.read_exit(sock, pid) is not None)
+    fresh = subprocess.run([sys.executable, "-m", "probe_module", "refuse"],
+                           cwd=tmp, env=dict(os.environ, PROBE="x"),
+                           capture_output=True, text=True, timeout=30)
+    assert fresh.returncode == 1 and forkserver.read_exit(sock, pid) == 1
+    assert fresh.stderr == "no GPU for this rank\n"
+    assert log.read_text() == fresh.stdout + fresh.stderr
+
+
 def test_server_ends_with_its_parent(tmp_path):
     sock = str(tmp_path / "fork.sock")
     parent = subprocess.Popen([sys.executable, "-c", "import time; "
@@ -76,4 +94,4 @@ def test_server_ends_with_its_parent(tmp_path):
         for proc in (parent, server):
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+                proc.wait(timeout=30)

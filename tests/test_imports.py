@@ -13,7 +13,7 @@ import sys
 
 import ddpdemo
 import ddpdemo.runtime
-from ddpdemo.runtime import engine, flight, forkserver, guard
+from ddpdemo.runtime import engine, flight, forkserver, guard, torchversion
 
 import pytest
 
@@ -28,7 +28,7 @@ PARTS = ("ddpdemo.runtime", "ddpdemo.book", "ddpdemo.examples",
 # the fork server), and what it needs.
 RANK_SIDE = {f"ddpdemo.runtime.{m}" for m in (
     "engine", "guard", "forkserver", "flight", "devices", "errors",
-    "ledger")} | {"ddpdemo.launch"}
+    "ledger", "torchversion")} | {"ddpdemo.launch"}
 # The notebook kernel's side of a cluster.
 KERNEL_SIDE = {f"ddpdemo.runtime.{m}" for m in (
     "cluster", "engines", "placement", "ssh", "batch", "outcome", "watch",
@@ -260,9 +260,11 @@ def test_importing_ddpdemo_loads_nothing_else():
 
 def test_the_guard_and_the_fork_server_load_the_standard_library_only():
     """What the guard and the fork server import, really imported in a
-    fresh interpreter (as `python -m` would): of ddpdemo, themselves and
-    the runtime's `waiting`; outside it, the standard library."""
-    own = {"ddpdemo", "ddpdemo.runtime", guard.__name__}
+    fresh interpreter (as `python -m` would): of ddpdemo, themselves, the
+    runtime's torch check and `waiting`; outside it, the standard
+    library."""
+    own = {"ddpdemo", "ddpdemo.runtime", torchversion.__name__,
+           guard.__name__}
     for module, allowed in ((guard, own),
                             (forkserver, own | {forkserver.__name__,
                                                 "ddpdemo.runtime.waiting"})):

@@ -1,7 +1,9 @@
 """README.md's install and test commands, as .ci/run runs them: the CPU
 command takes the torch that requirements.txt pins from PyTorch's CPU
 index, .ci/run installs the same way, and its last line is exactly the
-README's test command. (Whether pip then installs is CI's fresh run.)"""
+README's test command. (Whether pip then installs is CI's fresh run.)
+And what the book's build overrides is pinned, at what is installed."""
+import importlib.metadata
 import pathlib
 import re
 import shlex
@@ -44,3 +46,20 @@ def test_ci_installs_as_the_readme_does_and_runs_its_test_command():
     assert [[a for a in args if a != "-q"] for args in ci_installs] == \
         pip_installs(readme[0])
     assert ci[-1] == readme[1] == ".venv/bin/python -m pytest"
+
+
+# What ddpdemo/book/lightpages.py overrides or trims (a template of the
+# theme, its icon fonts) and the extension API it uses.
+BOOK_BUILD = ("sphinx", "docutils", "pydata-sphinx-theme",
+              "sphinx-book-theme")
+
+
+def test_what_the_book_build_overrides_is_pinned_at_what_is_installed():
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$",
+                           (ROOT / "requirements.txt").read_text(), re.M))
+    for name in BOOK_BUILD:
+        assert name in pins, f"{name} is not pinned in requirements.txt"
+        assert importlib.metadata.version(name) == pins[name], name
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert ("pins the book's build (Sphinx, docutils, pydata-sphinx-theme "
+            "and sphinx-book-theme)") in readme

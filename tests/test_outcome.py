@@ -52,6 +52,31 @@ def test_a_raising_and_a_dead_rank_are_described(Result):
                           1: "process died (signal SIGKILL)"}
 
 
+def test_a_failed_run_with_a_store_gets_its_ledger(tmp_path, Result):
+    spec = flight.store_spec(file_path=str(tmp_path / "store"))
+    out = outcome.settle([Result(error=ValueError("bad")), Result()], 5,
+                         generation(store=spec))
+    assert out.errors == {0: "ValueError: bad"}
+    assert out.ledger_error is None
+    assert out.ledger.by_rank == {0: [], 1: []}     # both ranks answered
+
+
+def test_a_ledger_that_cannot_be_built_says_why(tmp_path, Result,
+                                                monkeypatch):
+    """A bug in the ledger's code (here: Ledger raising) does not take
+    the ledger silently out of the report: the outcome says why."""
+    def broken(*args, **kwargs):
+        raise KeyError("entries")
+
+    monkeypatch.setattr(outcome, "Ledger", broken)
+    spec = flight.store_spec(file_path=str(tmp_path / "store"))
+    out = outcome.settle([Result(error=ValueError("bad")), Result()], 5,
+                         generation(store=spec))
+    assert out.errors == {0: "ValueError: bad"}     # still reported
+    assert out.ledger is None
+    assert out.ledger_error == "KeyError: 'entries'"
+
+
 def test_a_stuck_rank_without_a_store_has_no_stack(Result):
     out = outcome.settle([Result(), Result(done=False)], 0.1, generation())
     assert out.pending == [1] and out.ledger is None

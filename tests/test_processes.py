@@ -98,6 +98,26 @@ def test_kill_ends_a_process_that_ignores_sigterm():
     assert processes.rss_bytes([proc.pid]) == 0
 
 
+def test_reap_is_bounded_and_names_a_child_that_outlives_its_kill():
+    """As a process the kernel holds (state D) would, this child is still
+    there after the wait: reap gives up in time and says which it is;
+    once it has really ended, reap returns its status."""
+    proc = subprocess.Popen([sys.executable, "-c",
+                             "import time; time.sleep(60)"])
+    try:
+        start = time.monotonic()
+        with pytest.raises(processes.Unkillable) as info:
+            processes.reap(proc, timeout=0.2)    # no kill sent: it lives
+        assert time.monotonic() - start < 5
+        assert info.value.pid == proc.pid
+        assert str(info.value).startswith(
+            f"{os.path.basename(sys.executable)} (pid {proc.pid}) still "
+            f"runs 0.2 s after SIGKILL (state: ")
+    finally:
+        proc.kill()
+        assert processes.reap(proc) == -signal.SIGKILL
+
+
 def test_describe_exit_names_the_signal():
     assert processes.describe_exit(-9) == "process died (signal SIGKILL)"
     assert processes.describe_exit(1) == "process died (exit code 1)"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ddpdemo.runtime import processes
+from ddpdemo.runtime import processes, waiting
 from ddpdemo.scripts import collect, run_command, run_together, torchrun
 
 
@@ -55,6 +55,31 @@ def test_a_script_that_hangs_is_bounded_and_its_children_killed(tmp_path):
         run_command("python", "-c", code, timeout=3)
     child = int(pidfile.read_text())
     assert not processes.alive(child)
+
+
+@pytest.mark.timeout(60)
+def test_a_command_that_outlives_its_kill_is_named_not_waited_for(
+        monkeypatch):
+    """A launcher the kernel holds (state D) outlives SIGKILL. Here the
+    kill does not take (os.killpg does nothing): past the run's timeout
+    and the reap's bound, processes.Unkillable names it; the wait for it
+    does not last as long as the process (60 s)."""
+    monkeypatch.setattr(os, "killpg", lambda pgid, signum: None)
+    monkeypatch.setattr(processes, "REAP_TIMEOUT", 0.5)
+    start = time.monotonic()
+    with pytest.raises(processes.Unkillable) as info:
+        collect([sys.executable, "-c", "import time; time.sleep(60)"],
+                timeout=1)
+    pid = info.value.pid
+    try:
+        assert time.monotonic() - start < 30
+        assert isinstance(info.value.__context__, subprocess.TimeoutExpired)
+        assert f"(pid {pid}) still runs 0.5 s after SIGKILL" in \
+            str(info.value)
+        assert processes.alive(pid)          # left running, as it says
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        assert waiting.until(lambda: os.waitpid(pid, os.WNOHANG)[0], 30)
 
 
 def test_each_run_gets_its_own_temporary_directory_removed_after(capsys):

@@ -21,6 +21,7 @@ RankError.
     magic      the `%%ranks` cell magic; progress: start-up progress
     processes  the operating system's side: guarded commands, kill, exit
     waiting    the one deadline-polling helper (both sides use it)
+    torchversion  the oldest torch it works on, checked on import here
     errors     HangError and RankError, the hang report's words
     ledger     the Flight Recorder's ledger, side by side, and what it
                finds (a divergence, as data, then as a sentence)
@@ -47,6 +48,11 @@ fork server import the standard library only. tests/test_imports.py
 checks this, and that neither the package nor its parts have an import
 cycle.
 
-This file imports nothing, so that a rank importing
-ddpdemo.runtime.engine loads no ipyparallel client with it.
+This file imports only torchversion (the standard library; it reads
+torch's version without importing torch), so that a rank importing
+ddpdemo.runtime.engine loads no ipyparallel client with it, and an older
+torch than the runtime needs is named before any of it loads.
 """
+from . import torchversion
+
+torchversion.check()

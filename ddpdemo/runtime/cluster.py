@@ -315,14 +315,26 @@ class Cluster:
                 self._begin_restart()
             self._ensure_ready()
 
-    def run(self, fn, *args, timeout=None, **kwargs):
-        """Call fn(*args, **kwargs) on every rank; results in rank order.
+    def run(self, fn, /, *args, timeout=None, kwargs=None, **fn_kwargs):
+        """Call fn(*args, **fn_kwargs) on every rank; results in rank order.
 
         Each rank's printed output is echoed, grouped and prefixed by rank.
         Raises HangError if some rank has not returned within `timeout`
         seconds (default: the cluster's), RankError if some rank raised.
+
+        `timeout` and `kwargs` are the cluster's own keywords. Keywords
+        of those names for fn go in the mapping `kwargs`, which fn gets
+        as it is: `cluster.run(fetch, kwargs={"timeout": 5}, timeout=30)`
+        calls fetch(timeout=5) on every rank, and waits 30 s for them.
+        A keyword given both ways is a TypeError.
         """
-        return self._run_when_ready(engine.call, (fn, args, kwargs), timeout)
+        both = set(fn_kwargs) & set(kwargs or {})
+        if both:
+            raise TypeError(f"run() got keyword {sorted(both)[0]!r} both "
+                            f"directly and in kwargs=")
+        fn_kwargs.update(kwargs or {})
+        return self._run_when_ready(engine.call, (fn, args, fn_kwargs),
+                                    timeout)
 
     def run_cell(self, source, filename, timeout=None):
         """Run notebook source on every rank (the `%%ranks` magic)."""
@@ -351,12 +363,13 @@ class Cluster:
             else:
                 self._state = State.SUSPECT
             raise RankError(out.errors, blocked=out.pending,
-                            ledger=out.ledger)
+                            ledger=out.ledger, ledger_error=out.ledger_error)
         if out.pending:
             self._begin_restart()
             raise HangError(out.pending, timeout, self.world_size,
                             out.stacks, ledger=out.ledger,
-                            restarts=self._state != State.BROKEN)
+                            restarts=self._state != State.BROKEN,
+                            ledger_error=out.ledger_error)
         return [ar.get(timeout=1) for ar in ars]
 
     def ledger(self):

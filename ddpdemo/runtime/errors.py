@@ -95,11 +95,15 @@ class HangError(TimeoutError):
 
     `.ranks` is the sorted list of ranks still blocked; `.stacks` maps each
     of them to its frames (outermost first) where a dump could be taken.
+    `.ledger` is the Flight Recorder ledger, or None; where building it
+    failed, `.ledger_error` says why (`"KeyError: 'entries'"`), and so
+    does the message.
     """
 
     def __init__(self, ranks, timeout, world_size, stacks=None, ledger=None,
-                 restarts=True):
+                 restarts=True, ledger_error=None):
         self.ledger = ledger    # flight hook: a ddpdemo.ledger.Ledger
+        self.ledger_error = ledger_error    # why there is none, if it failed
         self.restarts = restarts    # False: engines we did not start
         self.ranks = sorted(ranks)
         self.timeout = timeout
@@ -127,6 +131,8 @@ class HangError(TimeoutError):
                 parts.append(f"rank {rank}: no stack available")
         if self.ledger is not None:                      # flight hook
             parts.append(str(self.ledger))
+        if self.ledger_error is not None:
+            parts.append(no_ledger(self.ledger_error))
         if self.restarts:
             parts.append("The cluster restarts its engines and forms a new "
                          "group before the next run (variables on the ranks "
@@ -155,10 +161,12 @@ class RankError(RuntimeError):
 
     `.errors` maps rank to a one-line description; `.blocked` lists ranks
     that were still running, typically waiting for a failed peer.
+    `.ledger` and `.ledger_error` as for HangError.
     """
 
-    def __init__(self, errors, blocked=(), ledger=None):
+    def __init__(self, errors, blocked=(), ledger=None, ledger_error=None):
         self.ledger = ledger    # flight hook: a ddpdemo.ledger.Ledger
+        self.ledger_error = ledger_error    # why there is none, if it failed
         self.errors = dict(sorted(errors.items()))
         self.blocked = sorted(blocked)
         lines = [f"{len(self.errors)} rank(s) failed:"]
@@ -169,7 +177,17 @@ class RankError(RuntimeError):
                          f"(the cluster restarts them)")
         if ledger is not None and ledger.diverged:           # flight hook
             lines.append(str(ledger))   # a plain exception: no table
+        if ledger_error is not None:
+            lines.append(no_ledger(ledger_error))
         super().__init__("\n".join(lines))
+
+
+def no_ledger(reason):
+    """The line a report has in place of its ledger when building it
+    failed (ddpdemo.runtime.outcome): say so, and why, rather than leave
+    the reader to wonder where the ledger went."""
+    return (f"No ledger: the ranks' Flight Recorder ledger could not be "
+            f"built ({reason}).")
 
 
 def ranks_text(ranks):

@@ -7,12 +7,13 @@ engines are forked (chapter 0, "How the live cluster works").
 import os
 import subprocess
 import sys
+import warnings
 
 import psutil
 from ipyparallel.cluster.launcher import (LocalEngineLauncher,
                                           LocalEngineSetLauncher)
 
-from . import engine, forkserver, waiting
+from . import engine, forkserver, processes, waiting
 
 FORKSERVER_VARIABLE = "DDPDEMO_FORKSERVER"   # where a launcher asks for a fork
 # What the fork server imports once for every engine it forks.
@@ -45,8 +46,14 @@ class ForkServer:
         return server.poll() is None and os.path.exists(self.path)
 
     def stop(self):
+        """Kill the server and reap it, bounded. One that outlives the
+        kill is reported as a RuntimeWarning, not raised: the cluster's
+        stop goes on to end its engines and controller."""
         self._process.kill()
-        self._process.wait()
+        try:
+            processes.reap(self._process)
+        except processes.Unkillable as error:
+            warnings.warn(str(error), RuntimeWarning, stacklevel=2)
 
 
 class _RecordingProcess:

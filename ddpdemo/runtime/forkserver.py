@@ -100,14 +100,27 @@ def _child(spec, sockets, wakeup):
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (
-            0 if stop.code is None else 1)
+        code = _exit_status(stop)
     except BaseException:
         traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _exit_status(stop):
+    """The exit status of `python -m module` that raised SystemExit
+    `stop`, as the interpreter gives it: None is 0, an int is itself,
+    anything else (sys.exit("message")) is printed to stderr, here the
+    child's log, and is 1; without the print a rank's reason to stop
+    would be lost."""
+    if stop.code is None:
+        return 0
+    if isinstance(stop.code, int):
+        return stop.code
+    print(stop.code, file=sys.stderr)
+    return 1
 
 
 def _reap(sock_path):

@@ -20,6 +20,8 @@ class Outcome:
     errors: dict            # rank -> what went wrong (raised or died)
     ledger: object = None   # a Ledger, when something went wrong
     stacks: dict = None     # stuck rank -> frames, outermost first
+    ledger_error: str = None    # why there is no ledger, if building it
+                                # failed: "KeyError: 'entries'"
 
 
 @dataclasses.dataclass
@@ -68,11 +70,16 @@ def settle(ars, timeout, gen):
         signalled = watch.signal_dumps(
             {r: (gen.pids[r], gen.dump_path(r)) for r in pending})
     dumps = {}
-    out.ledger = gather_ledger(
-        gen.store, ars, pending, dead=dead, stacks=dumps,
-        is_alive=gen.is_alive,
-        ask=lambda ranks: gen.engines.call_each(
-            [gen.ids[r] for r in ranks], flight.record, stacks=False))
+    try:
+        out.ledger = gather_ledger(
+            gen.store, ars, pending, dead=dead, stacks=dumps,
+            is_alive=gen.is_alive,
+            ask=lambda ranks: gen.engines.call_each(
+                [gen.ids[r] for r in ranks], flight.record, stacks=False))
+    except Exception as error:
+        # Ranks out of reach, or a bug in the ledger's code: the failure
+        # is still reported, and the report says why it has no ledger.
+        out.ledger_error = f"{type(error).__name__}: {error}"
     # Each stuck rank's own dump (it came with the ledger) is the way for
     # ranks on other hosts; local ones are also signalled, which works
     # when a rank's side thread cannot answer. A signalled dump that did
@@ -87,13 +94,10 @@ def settle(ars, timeout, gen):
 def gather_ledger(spec, ars, pending, ask, dead=(), stacks=None,
                   is_alive=None):
     """The Ledger of a run that went wrong (see flight.collect, which
-    fills `stacks`); None if the ranks cannot be reached (the error is
-    then shown without one)."""
+    fills `stacks`); None without a group's store (`spec`). What goes
+    wrong while it is built is raised: settle reports it."""
     if spec is None:
         return None
-    try:
-        return Ledger(len(ars), flight.collect(spec, ars, pending, ask, dead,
-                                               stacks=stacks,
-                                               is_alive=is_alive), dead)
-    except Exception:
-        return None
+    return Ledger(len(ars), flight.collect(spec, ars, pending, ask, dead,
+                                           stacks=stacks,
+                                           is_alive=is_alive), dead)

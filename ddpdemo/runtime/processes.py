@@ -5,6 +5,7 @@ ddpdemo.runtime.engines). Plumbing for ddpdemo.runtime.cluster (chapter 0).
 """
 import os
 import signal
+import subprocess
 import sys
 
 import psutil
@@ -57,6 +58,42 @@ def kill(pids, wait=5.0):
     # here (psutil's wait) would take the exit status from the launcher's
     # own reaper thread, and a dead rank's signal would be lost.
     waiting.until(lambda: not any(alive(pid) for pid in pids), wait)
+
+
+# s; SIGKILL ends a process in milliseconds, unless the kernel holds it
+# (state "disk-sleep": I/O on a hung mount or device), where no signal
+# reaches it until the kernel lets go.
+REAP_TIMEOUT = 10.0
+
+
+class Unkillable(RuntimeError):
+    """A child still running `timeout` s after SIGKILL; `.pid` is its pid
+    (it is left running: nothing more can be done from here)."""
+
+    def __init__(self, pid, name, timeout):
+        self.pid = pid
+        try:
+            state = psutil.Process(pid).status()
+        except psutil.Error:
+            state = "unknown"
+        super().__init__(f"{name} (pid {pid}) still runs {timeout:g} s "
+                         f"after SIGKILL (state: {state}), so it is left "
+                         f"running; a process in state disk-sleep waits "
+                         f"for the kernel (a hung mount or device)")
+
+
+def reap(popen, timeout=None):
+    """Wait for a child (a subprocess.Popen) that has been sent SIGKILL,
+    and reap it; bounded: Unkillable past `timeout` s (default
+    REAP_TIMEOUT). Returns its exit status."""
+    timeout = REAP_TIMEOUT if timeout is None else timeout
+    try:
+        return popen.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        args = popen.args
+        name = os.path.basename(str(args if isinstance(args, (str, bytes))
+                                    else args[0]))
+        raise Unkillable(popen.pid, name, timeout) from None
 
 
 def kill_tree(pid, wait=5.0):
