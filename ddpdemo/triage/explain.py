@@ -96,7 +96,10 @@ def findings(paths, base=None):
         named.append(_named(patterns.Named(name, _launch_words(name, line)),
                             base, "torchrun", line=line))
     return {
-        "read": ev.sources,
+        "read": {"files": ev.sources, "dumps": sorted(ev.dumps),
+                 "stacks": sorted(ev.stacks),
+                 "unranked": [pid for pid, _ in ev.unranked],
+                 "workers": ev.workers, "torchrun": ev.log},
         "not_read": [{"path": p, "why": why} for p, why in ev.unread],
         "notes": ev.notes,
         "ranks": [_rank(ev, r, dead) for r in world],
@@ -294,9 +297,9 @@ def _cannot_place(ev, world, add):
             f"stood: no stack (a dump has only its collectives' call "
             f"sites)")
     for pid, _ in ev.unranked:
-        add("rank-unknown", f"which rank process {pid} is: its stack has "
-            f"no RANK= line (step 0's one-liner writes one), and no "
-            f"torchrun report names its pid")
+        add("rank-unknown", f"which rank {patterns.process_text(pid)} is: "
+            f"its stack has no RANK= line (step 0's one-liner writes "
+            f"one), and no torchrun report names its pid")
     for r, pids in ev.unsure.items():
         add("rank-unsure", f"which of processes {pids} is rank {r}: each "
             f"has its RANK (workers it started?), so none is shown")
@@ -323,7 +326,7 @@ def _cannot_started(ev, add):
 
 def render(data):
     """The findings (findings()) as the report's text."""
-    out = ["Read: " + ("; ".join(data["read"]) or "nothing") + "."]
+    out = ["Read: " + "; ".join(_read_text(data["read"])) + "."]
     out += [f"Not read: {u['path']}, because {u['why']}."
             for u in data["not_read"]]
     out += [f"{n[0].upper()}{n[1:]}." for n in data["notes"]]
@@ -331,7 +334,7 @@ def render(data):
     for r in data["ranks"]:
         out += _rank_lines(r)
     for p in data["processes"]:
-        out.append(f"  process {p['pid']} (rank unknown): "
+        out.append(f"  {patterns.process_text(p['pid'])}: "
                    + _where_text(p["where"]))
     if not data["ranks"] and not data["processes"]:
         out.append("  no rank ran")
@@ -352,6 +355,24 @@ def render(data):
     out += [f"  - {c['text']}" for c in data["cannot_tell"]] or [
         "  - nothing more to add"]
     return "\n".join(out)
+
+
+def _read_text(read):
+    """What was read, without paths (chapter 5 prints it)."""
+    out = []
+    if read["dumps"]:
+        out.append(f"Flight Recorder dumps of {ranks_text(read['dumps'])}")
+    if read["stacks"]:
+        out.append(f"stacks of {ranks_text(read['stacks'])}")
+    if read["unranked"]:
+        out.append(f"stacks of {len(read['unranked'])} processes of "
+                   f"unknown rank")
+    if read["workers"]:
+        out.append(f"{read['workers']} DataLoader workers' stacks, left "
+                   f"out")
+    if read["torchrun"]:
+        out.append("torchrun's output")
+    return out or ["nothing"]
 
 
 def _where_text(where):

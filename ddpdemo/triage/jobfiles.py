@@ -93,7 +93,12 @@ def _files(evidence, paths):
             files.append((path, True))
         else:
             evidence.unread.append((path, "no such file or directory"))
-    return files
+    unique, seen = [], set()
+    for f in files:     # a file named twice (a folder and its file): once
+        if os.path.realpath(f[0]) not in seen:
+            seen.add(os.path.realpath(f[0]))
+            unique.append(f)
+    return unique
 
 
 def _add_file(evidence, path, named_as_dump):

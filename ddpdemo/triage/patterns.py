@@ -183,9 +183,9 @@ def rank_only_branch(ev, group, found, side):
                 f"others' next collective: chapter 8's uneven inputs)")
     return Named("rank-only-branch", f"the ranks disagree at this "
                  f"number ({parts}): some ranks run a collective that the "
-                 f"others do not, as in code only they run (`if rank == "
-                 f"0:`); where the two had matched, nothing would hang and "
-                 f"the pairing would be silently wrong",
+                 f"others do not, as in code only they run (such as `if "
+                 f"rank == 0:`); where the two had matched, nothing would "
+                 f"hang and the pairing would be silently wrong",
                  tuple(sorted(r for c in found.ops for r in c.ranks)),
                  unconfirmed=tuple(unconfirmed))
 
@@ -239,8 +239,8 @@ def on_stacks(processes):
                 p[2], "torch_distributed_zero_first") for p in rest):
         return None
     who = ", ".join(_process_text(p) for p in inside)
-    unconfirmed = [f"which rank process {p[1]} is (its stack has no "
-                   f"RANK= line)" for p in inside if p[0] is None]
+    unconfirmed = [f"which rank {process_text(p[1])} is (its stack has "
+                   f"no RANK= line)" for p in inside if p[0] is None]
     unconfirmed.append("that the ranks part at this barrier: only a "
                        "Flight Recorder dump shows it")
     return Named("zero-first", f"a barrier inside "
@@ -256,5 +256,10 @@ def on_stacks(processes):
 
 def _process_text(p):
     rank, pid, _ = p
-    return f"rank {rank}" if rank is not None else \
-        f"process {pid} (rank unknown)"
+    return f"rank {rank}" if rank is not None else process_text(pid)
+
+
+def process_text(pid):
+    """`process 1234 (rank unknown)`; faulthandler's dumps give no pid."""
+    return (f"process {pid} (rank unknown)" if pid is not None
+            else "a process of unknown pid and rank")
