@@ -753,10 +753,39 @@ def test_what_an_nccl_dump_says_is_in_the_installed_headers():
         r"dict\.insert\(state_key, started_state\);\s*\} else \{\s*"
         r"dict\.insert\(state_key, scheduled_state\);", detail)
     assert "if (r.start_ != nullptr) {" in detail
-    # explain says the same on an NCCL dump with no start events.
-    from ddpdemo.triage import explain as module
-    assert "TORCH_NCCL_ENABLE_TIMING=1" in module.NCCL_TIMING
-    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in module.NCCL_TIMING
+
+
+def test_explain_says_which_variable_an_nccl_dump_lacks(tmp_path):
+    # A real dump of a one-rank gloo group, relabelled as NCCL's (this
+    # machine has no NCCL): with no start event on any entry, explain
+    # names the variables to set before the job; with one, it does not.
+    code = (
+        "import pickle, sys, torch, torch.distributed as d\n"
+        "from torch._C._distributed_c10d import _dump_fr_trace\n"
+        "d.init_process_group('gloo', rank=0, world_size=1, "
+        "store=d.HashStore())\n"
+        "d.all_reduce(torch.ones(2))\n"
+        "d.barrier()\n"
+        "open(sys.argv[1], 'wb').write(_dump_fr_trace(\n"
+        "    includeCollectives=True, includeStackTraces=False,\n"
+        "    onlyActive=False))\n")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "gloo_0")],
+                   check=True, timeout=120,
+                   env=dict(os.environ, TORCH_FR_BUFFER_SIZE="100"))
+    dump = pickle.loads((tmp_path / "gloo_0").read_bytes())
+    for e in dump["entries"]:
+        e["profiling_name"] = e["profiling_name"].replace("gloo:", "nccl:")
+    (tmp_path / "nccl_0").write_bytes(pickle.dumps(dump))
+    said = {c["topic"]: c["text"]
+            for c in report(tmp_path / "nccl_0")["cannot_tell"]}
+    assert explain.NCCL_TIMING in said["started"], said
+    assert "TORCH_NCCL_ENABLE_TIMING=1" in explain.NCCL_TIMING
+    assert "TORCH_NCCL_DESYNC_DEBUG=1" in explain.NCCL_TIMING
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in explain.NCCL_TIMING
+    dump["entries"][0]["time_discovered_started_ns"] = 1
+    (tmp_path / "timed_0").write_bytes(pickle.dumps(dump))
+    said = [c["topic"] for c in report(tmp_path / "timed_0")["cannot_tell"]]
+    assert "started" not in said, said
 
 
 # -- a job with DataLoader workers, read while it hangs and after -----------
