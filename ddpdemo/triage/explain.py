@@ -297,7 +297,8 @@ def _cannot_place(ev, world, add):
             f"stood: no stack (a dump has only its collectives' call "
             f"sites)")
     for pid, _ in ev.unranked:
-        add("rank-unknown", f"which rank {patterns.process_text(pid)} is: "
+        add("rank-unknown", f"which rank "
+            f"{patterns.process_text(pid, rank_unknown=False)} is: "
             f"its stack has no RANK= line (step 0's one-liner writes "
             f"one), and no torchrun report names its pid")
     for r, pids in ev.unsure.items():

@@ -239,16 +239,15 @@ def on_stacks(processes):
                 p[2], "torch_distributed_zero_first") for p in rest):
         return None
     who = ", ".join(_process_text(p) for p in inside)
-    unconfirmed = [f"which rank {process_text(p[1])} is (its stack has "
-                   f"no RANK= line)" for p in inside if p[0] is None]
-    unconfirmed.append("that the ranks part at this barrier: only a "
-                       "Flight Recorder dump shows it")
+    # Which rank an unranked process is, explain's "rank-unknown" says.
+    unconfirmed = ["that the ranks part at this barrier: only a Flight "
+                   "Recorder dump shows it"]
     return Named("zero-first", f"a barrier inside "
                  f"torch_distributed_zero_first on {who}, while "
                  + ", ".join(f"{_process_text(p)} waits in "
                              f"{_waiting_in(p[2])}" for p in rest)
                  + ": a barrier that only it reaches (the val_dataloader "
-                 "deadlock; in chapter 5 it is rank 0)",
+                 "deadlock, where it is rank 0)",
                  tuple(p[0] for p in inside if p[0] is not None),
                  tuple(p[1] for p in inside if p[1] is not None),
                  tuple(unconfirmed))
@@ -259,7 +258,9 @@ def _process_text(p):
     return f"rank {rank}" if rank is not None else process_text(pid)
 
 
-def process_text(pid):
+def process_text(pid, rank_unknown=True):
     """`process 1234 (rank unknown)`; faulthandler's dumps give no pid."""
-    return (f"process {pid} (rank unknown)" if pid is not None
-            else "a process of unknown pid and rank")
+    if pid is None:
+        return "a process of unknown pid" + (" and rank" if rank_unknown
+                                             else "")
+    return f"process {pid}" + (" (rank unknown)" if rank_unknown else "")
