@@ -643,6 +643,17 @@ def test_the_console_script_runs(jobs):
 
 
 @pytest.mark.timeout(900)
+def test_the_source_line_is_found_from_any_folder(jobs, tmp_path):
+    # host-waits reads the waiting line of the job's own code, whose path
+    # py-spy gives relative to a folder on the job's sys.path; a reader
+    # may run explain anywhere (here: an empty folder).
+    folder = jobs["host-waits"]
+    done = command("--json", str(folder / "fr"), str(folder / "stacks.txt"),
+                   str(folder / "torchrun.log"), cwd=tmp_path)
+    assert named(json.loads(done.stdout)) == [("host-waits", "ledger")]
+
+
+@pytest.mark.timeout(900)
 def test_dumps_are_read_with_torchs_loader_without_importing_torch(jobs):
     # The format taken without importing torch is the one this torch
     # writes, and a job's dumps are then read by torch's own loader code

@@ -147,8 +147,11 @@ def _dead(ev):
 
 
 def _stopped(ev, r):
+    """-15, or 143 (128 + SIGTERM) where the job caught it and exited, as
+    ddpdemo.launch does once it has written its dump."""
     code, pid, _ = ev.failures[r]
-    return code == -15 and (ev.root not in (None, r) or pid in ev.sigtermed)
+    return code in (-15, 143) and (ev.root not in (None, r)
+                                   or pid in ev.sigtermed)
 
 
 def _partings(ev, world, dead):
@@ -400,8 +403,8 @@ def _rank_lines(r):
                   + (f" (from {last['site']})" if last["site"] else ""))
     ended = r["ended"]
     if ended and ended["how"] == "killed":
-        where = f"gone: killed by {ended['signal']} (torchrun); " \
-                f"last stack: {where}"
+        where = f"gone: killed by {ended['signal']} (torchrun's report)" \
+                + (f"; last stack: {where}" if r["where"] else "")
     elif ended and ended["how"] == "stopped by torchrun":
         where += "; then stopped by torchrun (SIGTERM)" + (
             f" once rank {ended['after_rank']} had failed"

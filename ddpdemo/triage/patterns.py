@@ -13,6 +13,7 @@ torch_distributed_zero_first while the others wait in other
 collectives). Each pattern returns a Named or None.
 """
 import dataclasses
+import importlib.util
 import linecache
 import os
 import re
@@ -73,12 +74,28 @@ def main_thread(threads):
 
 def source(path, line):
     """The source line, where this machine has the file (py-spy's paths
-    are relative to a folder on sys.path)."""
-    for folder in ["", *sys.path]:
+    are relative to a folder on sys.path, or to where the top package
+    is installed: an editable install is on no folder of sys.path)."""
+    for folder in ["", *sys.path, _package_root(path)]:
+        if folder is None:
+            continue
         text = linecache.getline(os.path.join(folder, path), line).strip()
         if text:
             return text
     return ""
+
+
+def _package_root(path):
+    """The folder holding `path`'s top package, found without importing
+    it, or None."""
+    top = path.replace("\\", "/").split("/")[0]
+    try:
+        spec = importlib.util.find_spec(top) if top.isidentifier() else None
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.dirname(next(iter(spec.submodule_search_locations)))
 
 
 def calls(frames, func, path_end=""):
