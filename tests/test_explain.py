@@ -447,6 +447,11 @@ def test_a_rank_killed_with_9(jobs):
     assert (first["kind"], first["seq"], first["ranks"]) == ("dead", 3, [1])
     assert sides(first) == {"all_reduce": [0]}
     assert named(data) == [("dead-rank", "torchrun")]
+    # Rank 0's dump alone: one ledger, nothing to compare it with, and
+    # the other ranks unknown: no parting, and it says so.
+    alone = report(folder / "fr")
+    assert alone["partings"] == [] and alone["patterns"] == [], alone
+    assert "world" in [c["topic"] for c in alone["cannot_tell"]]
 
 
 def launch_failure(path):

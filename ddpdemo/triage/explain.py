@@ -273,6 +273,10 @@ def _cannot(ev, world, parted, named, dead):
     no_dump = [r for r in world if r not in ev.dumps and r not in dead]
     if ev.dumps and no_dump:
         add("no-dump", f"the ledger of {ranks_text(no_dump)}: no dump")
+    if len(world) == 1:
+        add("world", f"whether the job had other ranks, and where they "
+            f"stood: only rank {world[0]} is in this evidence (every "
+            f"rank's dump or stack names them)")
     if not ev.dumps:
         add("no-dump", "which collective the ranks part at: no Flight "
             "Recorder dump. gloo writes none itself: the job writes it "
@@ -344,9 +348,7 @@ def render(data):
         out.append("  no rank ran")
     out += ["", "Where the ranks part (Flight Recorder):"]
     out += [f"  {_parting_text(p)}" for p in data["partings"]] or [
-        "  nowhere: every rank's ledger agrees" if any(
-            r["last_collective"] for r in data["ranks"])
-        else "  unknown: no Flight Recorder dump"]
+        _no_parting_text(data["read"]["dumps"])]
     out += ["", "What it is:"]
     for hit in data["patterns"]:
         where = "" if hit["seq"] is None else (
@@ -359,6 +361,15 @@ def render(data):
     out += [f"  - {c['text']}" for c in data["cannot_tell"]] or [
         "  - nothing more to add"]
     return "\n".join(out)
+
+
+def _no_parting_text(dumps):
+    if not dumps:
+        return "  unknown: no Flight Recorder dump"
+    if len(dumps) == 1:
+        return (f"  unknown: rank {dumps[0]}'s ledger alone, with no other "
+                f"rank's to compare")
+    return f"  nowhere: the ledgers of {ranks_text(dumps)} agree"
 
 
 def _read_text(read):
