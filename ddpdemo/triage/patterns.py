@@ -264,7 +264,7 @@ def on_stacks(processes):
                  + ", ".join(f"{_process_text(p)} waits in "
                              f"{_waiting_in(p[2])}" for p in rest)
                  + ": a barrier that only it reaches (the val_dataloader "
-                 "deadlock, where it is rank 0)",
+                 "deadlock: there rank 0 is the one in the barrier)",
                  tuple(p[0] for p in inside if p[0] is not None),
                  tuple(p[1] for p in inside if p[1] is not None),
                  tuple(unconfirmed))
