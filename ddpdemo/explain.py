@@ -5,9 +5,11 @@ job; this module re-exports it (the same functions), so chapter 5's
 name."""
 import sys
 
-from .triage.explain import SECTIONS, SITE, explain, link, main
+from .triage.explain import (
+    SECTIONS, SITE, explain, findings, link, main, render)
 
-__all__ = ["SECTIONS", "SITE", "explain", "link", "main"]
+__all__ = ["SECTIONS", "SITE", "explain", "findings", "link", "main",
+           "render"]
 
 if __name__ == "__main__":
     sys.exit(main())

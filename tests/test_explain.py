@@ -16,12 +16,14 @@ side by side on 2 cores. Fast checks read files real plain torchrun jobs wrote
 (tests/data/explain).
 Where this machine refuses ptrace, the tests fail with py-spy's reason.
 """
+import json
 import os
 import pathlib
 import pickle
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,7 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 import psutil
 import pytest
 
-from ddpdemo import explain, ledger
+import ddpdemo
+from ddpdemo import ledger
+from ddpdemo.triage import explain
 from ddpdemo.scripts import _env
 
 PY_SPY = pathlib.Path(sys.executable).with_name("py-spy")
@@ -64,6 +68,17 @@ JOBS = {
     "two-hangs": (["-m", "ddpdemo.examples.hang_patterns", "two-hangs"], 4,
                   {0: "=all_reduce", 1: "=barrier", 2: "backward",
                    3: "=barrier"}, None),
+    # The near neighbours: each pattern's stack shape, another cause.
+    "epoch-barrier": (["-m", "ddpdemo.examples.hang_patterns",
+                       "epoch-barrier"], 2, {0: "=barrier", 1: "backward"},
+                      None),
+    "rank0-broadcast": (["-m", "ddpdemo.examples.hang_patterns",
+                         "rank0-broadcast"], 2,
+                        {0: "=broadcast", 1: "=barrier"}, None),
+    "wait-other": (["-m", "ddpdemo.examples.hang_patterns", "wait-other"],
+                   2, {0: "=wait_other", 1: "=barrier"}, None),
+    "slow-first": (["-m", "ddpdemo.examples.hang_patterns", "slow-first"],
+                   2, {0: "=slow_first", 1: "=barrier"}, None),
 }
 
 
@@ -155,6 +170,10 @@ def run_job(folder, args, nproc, want, kill, timeout=None, during=None):
             else:    # as step 0's one-liner: RANK=N, then py-spy's dump
                 (folder / "stacks.txt").write_text("".join(
                     f"RANK={r}\n{stacks[r]}\n" for r in sorted(stacks)))
+                # and as many readers take them: py-spy's dumps alone
+                (folder / "plain.txt").write_text("".join(
+                    stacks[r] + "\n" for r in sorted(stacks)))
+                (folder / "pids.json").write_text(json.dumps(pids))
             if kill is not None:
                 os.kill(pids[kill], signal.SIGKILL)
             launcher.wait(timeout=timeout + 60)
@@ -167,7 +186,9 @@ def run_job(folder, args, nproc, want, kill, timeout=None, during=None):
 
 def while_it_hangs(folder, pids, launcher):
     """Step 0 while the job hangs: the page's one-liner through bash (its
-    `train.py`: this job's script), then explain on what exists."""
+    `train.py`: this job's script), then explain on what exists (as
+    data: `--json`); then py-spy's dumps alone, and the dumps that
+    SIGUSR2 makes the job write, read while it still hangs."""
     workers = {r: psutil.Process(p).children() for r, p in pids.items()}
     assert all(len(w) == 2 for w in workers.values()), workers
     script = str(folder / "train.py")
@@ -179,18 +200,30 @@ def while_it_hangs(folder, pids, launcher):
     worker = py_spy(workers[0][0].pid)
     (folder / "with_worker.txt").write_text(
         (folder / "stacks.txt").read_text() + f"RANK=0\n{worker}\n")
-    alone = explain.explain([str(folder / "stacks.txt")])
     everything = subprocess.run(
-        [sys.executable, "-m", "ddpdemo.explain", "fr", "stacks.txt",
-         "torchrun.log"], cwd=folder, capture_output=True, text=True,
-        timeout=120)
-    mixed = explain.explain([str(folder / "with_worker.txt")])
-    still = launcher.poll() is None
-    for name, text in [("alone", alone), ("mixed", mixed),
-                       ("everything", everything.stdout + everything.stderr),
-                       ("status", f"rc={everything.returncode} still "
-                                  f"hanging={still}")]:
-        (folder / f"during-{name}.txt").write_text(text)
+        [sys.executable, "-m", "ddpdemo.explain", "--json", "fr",
+         "stacks.txt", "torchrun.log"], cwd=folder, capture_output=True,
+        text=True, timeout=120)
+    during = {
+        "alone": explain.findings([str(folder / "stacks.txt")]),
+        "mixed": explain.findings([str(folder / "with_worker.txt")]),
+        "everything": json.loads(everything.stdout or "null"),
+        "status": [everything.returncode, everything.stderr]}
+    # py-spy's dumps of the ranks alone, with no RANK= line.
+    (folder / "plain.txt").write_text("".join(
+        py_spy(pids[r]) + "\n" for r in sorted(pids)))
+    (folder / "pids.json").write_text(json.dumps(pids))
+    # A gloo job's dump can be written while it hangs: SIGUSR2, which
+    # ddpdemo.launch answers by writing it (the page's step 0 says so).
+    for pid in pids.values():
+        os.kill(pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 60
+    while not all((folder / "fr" / f"rank_{r}").exists() for r in pids):
+        assert time.monotonic() < deadline, "no dump after SIGUSR2"
+        time.sleep(0.1)
+    during["dumps"] = explain.findings([str(folder / "fr")])
+    during["still_hanging"] = launcher.poll() is None
+    (folder / "during.json").write_text(json.dumps(during))
 
 
 @pytest.fixture(scope="module")
@@ -231,79 +264,259 @@ def workers_job(tmp_path_factory):
     return folder
 
 
-def report(*paths):
-    return explain.explain([str(p) for p in paths])
+def report(*paths, **kw):
+    """explain's findings, as data (what --json prints)."""
+    return explain.findings([str(p) for p in paths], **kw)
+
+
+def evidence(folder):
+    return report(folder / "fr", folder / "stacks.txt",
+                  folder / "torchrun.log")
 
 
 def reference_seq(folder, ranks):
-    """The parting number as ddpdemo.ledger (the book's Ledger) reads the
-    same dumps' default group: an independent reading."""
+    """The parting number as the book's Ledger reads the same dumps'
+    default group."""
     records = {}
     for r in ranks:
         path = folder / "fr" / f"rank_{r}"
         if path.exists():
             records[r] = {"buffer_size": 2000,
                           "dump": pickle.loads(path.read_bytes())}
-    sentence = ledger.Ledger(len(ranks), records,
-                             dead=[r for r in ranks if r not in records])
-    return int(re.search(r"#(\d+)", sentence.divergence)[1])
+    found = ledger.Ledger(len(ranks), records,
+                          dead=[r for r in ranks if r not in records])
+    return found.finding.seq
 
 
-def section(text):
-    return re.findall(r"See (\S+)", text)
+def named(data):
+    return [(p["pattern"], p["evidence"]) for p in data["patterns"]]
+
+
+def urls(data):
+    return [p["url"] for p in data["patterns"]]
+
+
+def sides(parting):
+    """{op's name: ranks} at a parting."""
+    return {s["op"].split()[0]: s["ranks"] for s in parting["sides"]}
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("name, stuck, side", [
-    ("zero-first", [0], "barrier on rank 0"),
-    ("no-partner", [0], "all_reduce ["),
-    ("ddp-forward", [0], "broadcast"),
-    ("rank-0-only", [0], "all_reduce [2] Float on rank 0"),
-    ("host-waits", [0], "all_reduce [4] Float on rank 0"),
+@pytest.mark.parametrize("name, pattern, kind, side", [
+    ("zero-first", "zero-first", "missing", {"barrier": [0]}),
+    ("no-partner", "no-partner", "missing", {"all_reduce": [0]}),
+    ("ddp-forward", "ddp-forward", "disagree",
+     {"broadcast": [0], "barrier": [1]}),
+    ("rank-0-only", "rank-only-branch", "disagree",
+     {"all_reduce": [0], "barrier": [1]}),
+    ("host-waits", "host-waits", "missing", {"all_reduce": [0]}),
 ])
-def test_each_pattern_names_ranks_collective_and_section(jobs, name, stuck,
-                                                         side):
+def test_each_pattern_names_ranks_collective_and_section(jobs, name, pattern,
+                                                         kind, side):
     folder = jobs[name]
-    text = report(folder / "fr", folder / "stacks.txt",
-                  folder / "torchrun.log")
-    seq = reference_seq(folder, [0, 1])
-    parts = re.findall(r"collective #(\d+): (.*)", text)
-    assert parts and int(parts[0][0]) == seq, text
-    assert side in parts[0][1] and "rank 1" in parts[0][1], text
-    assert section(text) == [explain.link(name)], text
-    assert f"  #{seq}: " in text.split("What it is:")[1], text
-    for r in stuck:
-        assert re.search(rf"rank {r}: (waiting in|at) \S+ \(", text), text
+    data = evidence(folder)
+    first = data["partings"][0]
+    assert first["group"] == "0" and first["kind"] == kind, first
+    assert first["seq"] == reference_seq(folder, [0, 1]), first
+    assert sides(first) == side, first
+    assert named(data) == [(pattern, "ledger")], data["patterns"]
+    assert data["patterns"][0]["seq"] == first["seq"]
+    assert urls(data) == [explain.link(pattern)]
+    assert data["ranks"][0]["where"]["call"]["file"], data["ranks"][0]
 
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name, near, side", [
+    # The falsifying case: a DDP job, rank 0's barrier at the end of
+    # epoch 0 beside rank 1's gradient all_reduce in epoch 1's backward:
+    # the stack shape of no-partner (a rank in backward) and of
+    # zero-first (rank 0 alone in a barrier), but the ranks disagree.
+    ("epoch-barrier", ("no-partner", "zero-first"),
+     {"barrier": [0], "all_reduce": [1]}),
+    # A broadcast on rank 0 alone, outside DDP's forward.
+    ("rank0-broadcast", ("ddp-forward",),
+     {"broadcast": [0], "barrier": [1]}),
+    # Rank 0's host waits, but rank 1 made another collective there.
+    ("wait-other", ("host-waits",), {"all_reduce": [0], "barrier": [1]}),
+])
+def test_a_near_neighbour_is_named_for_what_it_is(jobs, name, near, side):
+    folder = jobs[name]
+    data = evidence(folder)
+    first = data["partings"][0]
+    assert first["kind"] == "disagree" and sides(first) == side, first
+    assert first["seq"] == reference_seq(folder, [0, 1]), first
+    assert named(data) == [("rank-only-branch", "ledger")], data["patterns"]
+    hit = data["patterns"][0]
+    assert hit["seq"] == first["seq"] and hit["ranks"] == [0, 1], hit
+    assert hit["url"] == explain.link("rank-only-branch")
+    assert not set(near) & {p for p, _ in named(data)}
+    assert {"topic": "unconfirmed", "text": hit["unconfirmed"][0]} in \
+        data["cannot_tell"]
+
+
+@pytest.mark.timeout(900)
+def test_the_falsifying_case_on_its_stacks(jobs):
+    # Where the two ranks stood: rank 0 in the barrier, from the script's
+    # `if rank == 0:` line; rank 1 in backward (autograd, DDP's hook).
+    folder = jobs["epoch-barrier"]
+    ranks = evidence(folder)["ranks"]
+    zero, one = (r["where"] for r in ranks)
+    assert zero["call"]["function"] == "barrier", zero
+    assert "dist.barrier()" in source(zero["from"][0])
+    assert one["call"]["file"].startswith("torch/autograd/"), one
+    assert ".backward()" in source(one["from"][0])
+
+
+def source(frame):
+    path = pathlib.Path(ddpdemo.__file__).parents[1] / frame["file"]
+    return path.read_text().splitlines()[frame["line"] - 1]
+
+
+# -- stacks without ranks: py-spy's dumps alone ----------------------------
+
+def pids(folder):
+    return {int(r): p for r, p in
+            json.loads((folder / "pids.json").read_text()).items()}
+
+
+@pytest.mark.timeout(900)
+def test_stacks_without_ranks_are_placed_by_pid(workers_job):
+    folder = workers_job
+    data = report(folder / "plain.txt")
+    assert data["ranks"] == []
+    by_pid = {p["pid"]: p["where"] for p in data["processes"]}
+    assert set(by_pid) == set(pids(folder).values())
+    zero, one = (by_pid[pids(folder)[r]] for r in (0, 1))
+    assert zero["call"]["function"] == "barrier"
+    assert "torch_distributed_zero_first" in [
+        f["function"] for f in zero["from"]], zero
+    assert one["call"]["function"] == "all_reduce", one
+    # The pattern, from the stacks alone, for the process it is about;
+    # its rank it cannot confirm.
+    assert named(data) == [("zero-first", "stacks")], data["patterns"]
+    hit = data["patterns"][0]
+    assert hit["pids"] == [pids(folder)[0]] and hit["ranks"] == []
+    unknown = [c["text"] for c in data["cannot_tell"]
+               if c["topic"] == "rank-unknown"]
+    assert [f"process {pids(folder)[r]} is" in text
+            for r, text in enumerate(unknown)] == [True, True], unknown
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", ["slow-first", "epoch-barrier"])
+def test_stacks_alone_name_nothing_they_cannot_tell(jobs, name):
+    # slow-first: rank 1 in zero_first's barrier while rank 0 still
+    # builds its data: not a deadlock. epoch-barrier: rank 0 in a
+    # barrier, rank 1 in backward: no-partner or a rank-only branch,
+    # which only the dumps tell apart.
+    data = report(jobs[name] / "plain.txt")
+    assert len(data["processes"]) == 2 and data["patterns"] == [], data
+
+
+@pytest.mark.timeout(900)
+def test_torchruns_report_gives_a_stack_its_rank(jobs):
+    # The report names each failed rank's pid: a stack of that pid is
+    # that rank's.
+    folder = jobs["epoch-barrier"]
+    data = report(folder / "plain.txt", folder / "torchrun.log")
+    assert data["processes"] == []
+    for r, pid in pids(folder).items():
+        rank = data["ranks"][r]
+        assert rank["pid"] == pid and rank["where"] is not None
+        assert rank["rank_from"] == "torchrun's report (its pid)"
+
+
+# -- what torchrun's output alone tells ------------------------------------
 
 @pytest.mark.timeout(900)
 def test_a_rank_killed_with_9(jobs):
     folder = jobs["dead-rank"]
-    text = report(folder / "fr", folder / "stacks.txt",
-                  folder / "torchrun.log")
-    assert "rank 1: gone: killed by signal 9 (SIGKILL)" in text, text
-    # Rank 0 waited in all_reduce #3: rank 1 stalled before its third.
-    assert re.search(r"collective #3: all_reduce \[4\] Float on rank 0"
-                     r".*; no dump from rank 1", text), text
-    assert section(text) == [explain.link("dead-rank")], text
     assert not (folder / "fr" / "rank_1").exists()   # it died dumpless
+    log = (folder / "torchrun.log").read_text()
+    assert "exitcode  : -9" in log, log
+    for data in (evidence(folder), report(folder / "torchrun.log")):
+        ended = data["ranks"][1]["ended"]
+        assert ended["how"] == "killed" and ended["signal"] == "SIGKILL"
+        assert "out-of-memory" in ended["meaning"]
+        assert "dmesg" in ended["meaning"] and "journalctl -k" in \
+            ended["meaning"]
+        assert ("dead-rank", "torchrun") in named(data)
+    data = evidence(folder)
+    # Rank 0 waited in all_reduce #3: rank 1 stalled before its third.
+    first = data["partings"][0]
+    assert (first["kind"], first["seq"], first["ranks"]) == ("dead", 3, [1])
+    assert sides(first) == {"all_reduce": [0]}
+    assert named(data) == [("dead-rank", "torchrun")]
+    # Rank 0's dump alone: one ledger, nothing to compare it with, and
+    # the other ranks unknown: no parting, and it says so.
+    alone = report(folder / "fr")
+    assert alone["partings"] == [] and alone["patterns"] == [], alone
+    assert "world" in [c["topic"] for c in alone["cannot_tell"]]
+
+
+def launch_failure(path):
+    data = report(path)
+    assert data["ranks"] == [] and data["partings"] == [], data
+    assert len(data["patterns"]) == 1, data["patterns"]
+    return data["patterns"][0]
+
+
+def test_a_static_rendezvous_waiting_for_clients():
+    # torchrun's output, node 0 of two: node 1 never came (README.md).
+    hit = launch_failure(DATA / "torchrun_static_rendezvous.log")
+    assert hit["pattern"] == "static-rendezvous"
+    assert re.fullmatch(r"torch\.distributed\.DistStoreError: Timed out "
+                        r"after \d+ seconds waiting for clients\. 1/2 "
+                        r"clients joined\.", hit["line"]), hit
+    assert hit["url"] == explain.link("static-rendezvous")
+
+
+def test_c10ds_rendezvous_timeout():
+    hit = launch_failure(DATA / "torchrun_rendezvous_timeout.log")
+    assert hit["pattern"] == "rendezvous-timeout"
+    assert hit["line"] == ("torch.distributed.elastic.rendezvous.api."
+                           "RendezvousTimeoutError"), hit
+
+
+@pytest.mark.timeout(300)
+def test_the_master_port_taken(tmp_path):
+    # Live: torchrun on a port another socket holds (loopback).
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        (tmp_path / "train.py").write_text("print('ran')\n")
+        done = subprocess.run(
+            [str(pathlib.Path(sys.executable).with_name("torchrun")),
+             "--nnodes", "1", "--nproc-per-node", "1", "--master-addr",
+             "127.0.0.1", "--master-port", str(port), "train.py"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode != 0 and "ran" not in done.stdout
+    (tmp_path / "torchrun.log").write_text(done.stdout + done.stderr)
+    hit = launch_failure(tmp_path / "torchrun.log")
+    assert hit["pattern"] == "port-in-use"
+    assert f"port: {port}," in hit["line"] and "EADDRINUSE" in hit["line"]
 
 
 @pytest.mark.timeout(900)
 def test_two_unrelated_hangs_in_one_job(jobs):
     folder = jobs["two-hangs"]
-    text = report(folder)      # the whole folder: dumps, stacks, log
-    parts = {g: (int(s), rest) for g, s, rest in re.findall(
-        r"group (\d+), collective #(\d+): (.*)", text)}
+    data = evidence(folder)
+    parts = {p["group"]: p for p in data["partings"]}
     # Groups 2 and 3 are the pairs (0: default, 1: the report group).
-    assert set(parts) == {"2", "3"}, text
-    seq_a, side_a = parts["2"]
-    seq_b, side_b = parts["3"]
-    assert seq_a == 2 and "on rank 0" in side_a and "rank 1" in side_a
-    assert "all_reduce" in side_b and "on rank 2" in side_b \
-        and "rank 3" in side_b
-    assert sorted(section(text)) == sorted(
-        [explain.link("rank-0-only"), explain.link("no-partner")]), text
+    assert set(parts) == {"2", "3"}, parts
+    assert (parts["2"]["kind"], parts["2"]["seq"]) == ("disagree", 2)
+    assert sides(parts["2"]) == {"all_reduce": [0], "barrier": [1]}
+    # Rank 2's extra batch met rank 3's end-of-epoch barrier: at that
+    # number the ranks disagree, as in the falsifying case, so which
+    # side is the extra one is left open, with both readings.
+    assert parts["3"]["kind"] == "disagree", parts["3"]
+    assert sides(parts["3"]) == {"all_reduce": [2], "barrier": [3]}
+    assert sorted((p["pattern"], p["group"]) for p in data["patterns"]) \
+        == [("rank-only-branch", "2"), ("rank-only-branch", "3")]
+    extra = {p["group"]: p["unconfirmed"] for p in data["patterns"]}
+    assert any("one more batch on rank 2" in u for u in extra["3"]), extra
+    assert not any("one more batch" in u for u in extra["2"]), extra
 
 
 def test_every_section_label_is_on_its_page():
@@ -315,6 +528,40 @@ def test_every_section_label_is_on_its_page():
         assert not others, (label, others)
         assert explain.link(pattern) == (
             f"{explain.SITE}book/{page}.html#{label}")
+
+
+# -- the command: argparse, --json, the book's address ---------------------
+
+def command(*args, env=None, cwd=None):
+    return subprocess.run([sys.executable, "-m", "ddpdemo.explain", *args],
+                          capture_output=True, text=True, timeout=300,
+                          env=env, cwd=cwd)
+
+
+def test_usage_goes_to_stderr_with_status_2():
+    for args in ([], ["--bogus", str(DATA)]):
+        done = command(*args)
+        assert done.returncode == 2 and done.stdout == "", done
+        assert done.stderr.startswith("usage: "), done.stderr
+    done = command("--help")
+    assert done.returncode == 0 and done.stdout.startswith("usage: ")
+    # The help warns that a dump is a pickle.
+    assert "pickle" in done.stdout and "trust" in done.stdout
+
+
+def test_json_and_the_books_address():
+    log = str(DATA / "torchrun_static_rendezvous.log")
+    data = json.loads(command("--json", log).stdout)
+    assert data == report(log)
+    assert urls(data) == [f"{explain.SITE}book/00c_job_failures.html"
+                          f"#rendezvous-timeout"]
+    here = "file:///tmp/book/"
+    moved = json.loads(command("--json", "--site", here, log).stdout)
+    env = dict(os.environ, **{explain.SITE_VAR: here})
+    by_env = json.loads(command("--json", log, env=env).stdout)
+    for got in (moved, by_env, report(log, base=here)):
+        assert urls(got) == [f"{here}book/00c_job_failures.html"
+                             f"#rendezvous-timeout"], got["patterns"]
 
 
 # -- bad input: one line on stderr, exit status 2 ---------------------------
@@ -340,6 +587,13 @@ def test_bad_input_says_so_in_one_line(jobs, tmp_path, capsys):
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "rank_0").write_bytes(pickle.dumps(other))
     assert "another torch" in bad(capsys, tmp_path / "old")
+    # A valid header, malformed entries.
+    for entries in ([{"collective_seq_id": 1}], "x", [None],
+                    [dict(other["entries"][0], process_group=("0",))]):
+        (tmp_path / "malformed").mkdir(exist_ok=True)
+        (tmp_path / "malformed" / "rank_0").write_bytes(pickle.dumps(
+            dict(pickle.loads(dump), entries=entries)))
+        assert "malformed" in bad(capsys, tmp_path / "malformed")
     (tmp_path / "frames.txt").write_text(
         "Process 1234: python train.py\nPython v3.11.7\n\n"
         'Thread 1234 (idle): "MainThread"\n')
@@ -355,14 +609,53 @@ def test_bad_input_says_so_in_one_line(jobs, tmp_path, capsys):
     assert explain.main([str(jobs["zero-first"] / "fr")]) == 0
 
 
+class Marker:
+    """A pickle that, unpickled, creates a file: proof of unpickling."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.mkdir, (self.path,))
+
+
+@pytest.mark.timeout(900)
+def test_a_directory_unpickles_only_files_named_as_dumps(jobs, tmp_path):
+    folder = tmp_path / "fr"
+    shutil.copytree(jobs["zero-first"] / "fr", folder)
+    marker = tmp_path / "unpickled"
+    (folder / "notes.pkl").write_bytes(pickle.dumps(Marker(str(marker))))
+    (folder / "old").mkdir()          # not read: not recursive
+    shutil.copy(folder / "rank_1", folder / "old" / "rank_2")
+    data = report(folder)
+    assert not marker.exists()
+    assert [u["path"] for u in data["not_read"]] == [
+        str(folder / "notes.pkl")], data["not_read"]
+    assert [r["rank"] for r in data["ranks"]] == [0, 1]
+    # A dump named twice (its folder, then itself) is read once.
+    again = report(folder, folder / "rank_0")
+    assert again["read"] == data["read"], again["read"]
+
+
 @pytest.mark.timeout(900)
 def test_the_console_script_runs(jobs):
     done = subprocess.run(
         [str(pathlib.Path(sys.executable).with_name("ddpdemo-explain")),
-         str(jobs["zero-first"])], capture_output=True, text=True,
-        timeout=300)
+         "--json", str(jobs["zero-first"] / "fr")], capture_output=True,
+        text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert section(done.stdout) == [explain.link("zero-first")]
+    assert urls(json.loads(done.stdout)) == [explain.link("zero-first")]
+
+
+@pytest.mark.timeout(900)
+def test_the_source_line_is_found_from_any_folder(jobs, tmp_path):
+    # host-waits reads the waiting line of the job's own code, whose path
+    # py-spy gives relative to a folder on the job's sys.path; a reader
+    # may run explain anywhere (here: an empty folder).
+    folder = jobs["host-waits"]
+    done = command("--json", str(folder / "fr"), str(folder / "stacks.txt"),
+                   str(folder / "torchrun.log"), cwd=tmp_path)
+    assert named(json.loads(done.stdout)) == [("host-waits", "ledger")]
 
 
 @pytest.mark.timeout(900)
@@ -371,17 +664,145 @@ def test_dumps_are_read_with_torchs_loader_without_importing_torch(jobs):
     # writes, and a job's dumps are then read by torch's own loader code
     # with torch never imported (most of the command's time otherwise).
     from ddpdemo.triage import jobfiles
-    assert jobfiles.KNOWN_VERSION == jobfiles.writer_version()
-    code = ("import sys, ddpdemo.explain as e, ddpdemo.triage.jobfiles as j; "
-            "out = e.explain(sys.argv[1:]); "
+    assert jobfiles.writer_version() == jobfiles.KNOWN_VERSION
+    code = ("import sys, json, ddpdemo.explain as e, "
+            "ddpdemo.triage.jobfiles as j; "
+            "out = e.findings(sys.argv[1:]); "
             "print(j.torch_read_dump().__module__, 'torch' in sys.modules); "
-            "print(out)")
+            "print(json.dumps(out))")
     done = subprocess.run([sys.executable, "-c", code,
                            str(jobs["zero-first"] / "fr")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("_ddpdemo_loader False\n"), done.stdout
-    assert section(done.stdout) == [explain.link("zero-first")]
+    head, data = done.stdout.split("\n", 1)
+    assert head == "_ddpdemo_loader False", done.stdout
+    assert urls(json.loads(data)) == [explain.link("zero-first")]
+
+
+# -- what a dump can show, per backend (step 0 says the same) --------------
+
+STEP0 = (BOOK / "symptoms.md").read_text().split("## Step 0")[1] \
+    .split("\n## ")[0]
+
+
+def page_says(*sentences):
+    """Each sentence is on the page's step 0 (line breaks aside)."""
+    flat = " ".join(STEP0.split())
+    for sentence in sentences:
+        assert sentence in flat, sentence
+
+
+@pytest.mark.timeout(900)
+def test_a_gloo_dump_can_be_written_while_it_hangs(workers_job):
+    page_says("gloo writes no dump itself: a dump exists only if the job "
+              "writes it, and it can at any moment of a hang",
+              "`kill -USR2 <pid>`")
+    during = json.loads((workers_job / "during.json").read_text())
+    assert during["still_hanging"] is True
+    data = during["dumps"]
+    assert [r["rank"] for r in data["ranks"]] == [0, 1]
+    first = data["partings"][0]
+    assert first["kind"] == "disagree", first
+    assert sides(first) == {"barrier": [0], "all_reduce": [1]}
+
+
+@pytest.mark.timeout(300)
+def test_gloo_writes_no_dump_itself_and_leaves_entries_scheduled(tmp_path):
+    # A gloo collective times out with TORCH_FR_DUMP_TEMP_FILE set and
+    # nothing of ddpdemo in the job: no dump appears. The job then
+    # writes its own, in which every entry is "scheduled".
+    page_says("every entry stays \"scheduled\"")
+    code = (
+        "import datetime, os, pickle, sys, torch, torch.distributed as d\n"
+        "from torch._C._distributed_c10d import _dump_fr_trace\n"
+        "rank = int(sys.argv[1])\n"
+        "store = d.FileStore(sys.argv[2], 2)\n"
+        "d.init_process_group('gloo', store=store, rank=rank, "
+        "world_size=2, timeout=datetime.timedelta(seconds=3))\n"
+        "d.all_reduce(torch.ones(2))\n"
+        "if rank == 0:\n"
+        "    try:\n"
+        "        d.barrier()\n"
+        "    except RuntimeError:\n"
+        "        print('timed out', os.path.exists(sys.argv[3] + '0'))\n"
+        "    store.set('done', '1')\n"
+        "    open(sys.argv[3] + '0', 'wb').write(_dump_fr_trace(\n"
+        "        includeCollectives=True, includeStackTraces=False,\n"
+        "        onlyActive=False))\n"
+        "else:\n"
+        "    store.wait(['done'], datetime.timedelta(seconds=60))\n")
+    prefix = str(tmp_path / "fr_")
+    env = dict(os.environ, TORCH_FR_DUMP_TEMP_FILE=prefix,
+               TORCH_FR_BUFFER_SIZE="100")
+    ranks = [subprocess.Popen([sys.executable, "-c", code, str(r),
+                               str(tmp_path / "store"), prefix],
+                              env=env, stdout=subprocess.PIPE, text=True)
+             for r in (0, 1)]
+    outs = [p.communicate(timeout=120)[0] for p in ranks]
+    assert outs[0].strip() == "timed out False", outs
+    entries = pickle.loads((tmp_path / "fr_0").read_bytes())["entries"]
+    assert [e["profiling_name"] for e in entries] == ["gloo:all_reduce",
+                                                      "gloo:barrier"]
+    assert {e["state"] for e in entries} == {"scheduled"}
+    data = report(tmp_path / "fr_0")
+    assert "started" in [c["topic"] for c in data["cannot_tell"]]
+
+
+def test_what_an_nccl_dump_says_is_in_the_installed_headers():
+    # NCCL cannot run here: the sentences rest on the installed torch's
+    # headers, re-found at every run.
+    page_says("TORCH_NCCL_ENABLE_TIMING=1",
+              "an NCCL entry stays \"scheduled\" until \"completed\"")
+    import torch
+    include = pathlib.Path(torch.__file__).parent / "include" / "torch" / \
+        "csrc" / "distributed" / "c10d"
+    header = (include / "ProcessGroupNCCL.hpp").read_text()
+    detail = (include / "FlightRecorderDetail.hpp").read_text()
+    for text in ("Enable recording start-events for all ProcessGroupNCCL",
+                 "enableTiming_ is always true if desyncDebug_",
+                 '"TORCH_NCCL_ENABLE_TIMING"', '"TORCH_NCCL_DESYNC_DEBUG"',
+                 "Control whether dumping debug info on watchdog"):
+        assert text in " ".join(header.split()), text
+    assert re.search(
+        r"if \(e\.time_discovered_completed_\.has_value\(\)\) \{\s*"
+        r"dict\.insert\(state_key, completed_state\);\s*\} else if "
+        r"\(e\.time_discovered_started_\.has_value\(\)\) \{\s*"
+        r"dict\.insert\(state_key, started_state\);\s*\} else \{\s*"
+        r"dict\.insert\(state_key, scheduled_state\);", detail)
+    assert "if (r.start_ != nullptr) {" in detail
+
+
+def test_explain_says_which_variable_an_nccl_dump_lacks(tmp_path):
+    # A real dump of a one-rank gloo group, relabelled as NCCL's (this
+    # machine has no NCCL): with no start event on any entry, explain
+    # names the variables to set before the job; with one, it does not.
+    code = (
+        "import pickle, sys, torch, torch.distributed as d\n"
+        "from torch._C._distributed_c10d import _dump_fr_trace\n"
+        "d.init_process_group('gloo', rank=0, world_size=1, "
+        "store=d.HashStore())\n"
+        "d.all_reduce(torch.ones(2))\n"
+        "d.barrier()\n"
+        "open(sys.argv[1], 'wb').write(_dump_fr_trace(\n"
+        "    includeCollectives=True, includeStackTraces=False,\n"
+        "    onlyActive=False))\n")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "gloo_0")],
+                   check=True, timeout=120,
+                   env=dict(os.environ, TORCH_FR_BUFFER_SIZE="100"))
+    dump = pickle.loads((tmp_path / "gloo_0").read_bytes())
+    for e in dump["entries"]:
+        e["profiling_name"] = e["profiling_name"].replace("gloo:", "nccl:")
+    (tmp_path / "nccl_0").write_bytes(pickle.dumps(dump))
+    said = {c["topic"]: c["text"]
+            for c in report(tmp_path / "nccl_0")["cannot_tell"]}
+    assert explain.NCCL_TIMING in said["started"], said
+    assert "TORCH_NCCL_ENABLE_TIMING=1" in explain.NCCL_TIMING
+    assert "TORCH_NCCL_DESYNC_DEBUG=1" in explain.NCCL_TIMING
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in explain.NCCL_TIMING
+    dump["entries"][0]["time_discovered_started_ns"] = 1
+    (tmp_path / "timed_0").write_bytes(pickle.dumps(dump))
+    said = [c["topic"] for c in report(tmp_path / "timed_0")["cannot_tell"]]
+    assert "started" not in said, said
 
 
 # -- a job with DataLoader workers, read while it hangs and after -----------
@@ -389,33 +810,36 @@ def test_dumps_are_read_with_torchs_loader_without_importing_torch(jobs):
 @pytest.mark.timeout(900)
 def test_while_it_hangs_the_stacks_alone_are_read(workers_job):
     folder = workers_job
-    alone, everything, mixed, status = [
-        (folder / f"during-{n}.txt").read_text()
-        for n in ("alone", "everything", "mixed", "status")]
-    assert status == "rc=0 still hanging=True", status
+    during = json.loads((folder / "during.json").read_text())
+    assert during["status"][0] == 0, during["status"]
     # The page's loop skipped the 4 workers: one block per rank.
     assert re.findall(r"^RANK=\d+$", (folder / "stacks.txt").read_text(),
                       re.M) == ["RANK=0", "RANK=1"]
-    for text in (alone, everything, mixed):
-        assert re.search(r"rank 0: waiting in barrier \(.*from \S+ in "
-                         r"torch_distributed_zero_first", text), text
-        assert "rank 1: waiting in all_reduce" in text, text
+    for data in (during["alone"], during["everything"], during["mixed"]):
+        zero, one = (r["where"] for r in data["ranks"])
+        assert zero["call"]["function"] == "barrier", zero
+        assert "torch_distributed_zero_first" in [
+            f["function"] for f in zero["from"]], zero
+        assert one["call"]["function"] == "all_reduce", one
+        assert named(data) == [("zero-first", "stacks")], data["patterns"]
+        assert data["patterns"][0]["ranks"] == [0]
     # What does not exist yet is named, and the rest is read.
-    assert "Not read: fr, because an empty directory." in everything
-    assert "No report in torchrun.log, because" in everything \
-        or "Not read: torchrun.log, because" in everything, everything
-    assert "1 DataLoader workers' stacks, left out" in mixed, mixed
+    unread = {u["path"]: u["why"] for u in during["everything"]["not_read"]}
+    assert unread.get("fr") == "an empty directory", unread
+    assert "torchrun.log" in unread or during["everything"]["notes"]
+    assert during["mixed"]["read"]["workers"] == 1, during["mixed"]["read"]
+    assert during["alone"]["read"]["workers"] == 0
 
 
 @pytest.mark.timeout(900)
 def test_after_it_ended_everything_is_read(workers_job):
     folder = workers_job
-    text = report(folder / "fr", folder / "stacks.txt",
-                  folder / "torchrun.log")
-    seq = reference_seq(folder, [0, 1])
-    assert f"collective #{seq}: barrier on rank 0" in text, text
-    assert section(text) == [explain.link("zero-first")], text
-    assert "Not read" not in text and "No report" not in text, text
+    data = evidence(folder)
+    first = data["partings"][0]
+    assert first["seq"] == reference_seq(folder, [0, 1])
+    assert sides(first)["barrier"] == [0], first
+    assert named(data) == [("zero-first", "ledger")], data["patterns"]
+    assert data["not_read"] == [] and data["notes"] == [], data
 
 
 def test_a_rank_torchrun_stopped_is_not_dead():
@@ -423,11 +847,10 @@ def test_a_rank_torchrun_stopped_is_not_dead():
     # then torchrun sent rank 1 SIGTERM (its report: exitcode -15).
     log = (DATA / "torchrun_sigterm.log").read_text()
     assert "exitcode  : -15" in log and "closing signal SIGTERM" in log
-    text = report(DATA / "torchrun_sigterm.log")
-    assert "rank 1: no stack; then stopped by torchrun (SIGTERM) once " \
-           "rank 0 had failed" in text, text
-    assert "died" not in text and "gone" not in text, text
-    assert explain.link("dead-rank") not in text, text
+    data = report(DATA / "torchrun_sigterm.log")
+    assert data["ranks"][1]["ended"] == {
+        "how": "stopped by torchrun", "signal": "SIGTERM", "after_rank": 0}
+    assert data["patterns"] == [], data["patterns"]
 
 
 def test_an_interrupted_torchrun_wrote_no_report(capsys):
@@ -435,15 +858,18 @@ def test_an_interrupted_torchrun_wrote_no_report(capsys):
     # read (exit 2); beside stacks: named, and the stacks are read.
     err = bad(capsys, DATA / "torchrun_interrupted.log")
     assert "interrupted (signal 2)" in err, err
-    text = report(DATA / "torchrun_interrupted.log",
+    data = report(DATA / "torchrun_interrupted.log",
                   DATA / "stacks_with_workers.txt")
-    assert "Not read: " in text and "interrupted (signal 2)" in text, text
-    assert "4 DataLoader workers' stacks, left out" in text, text
-    assert re.search(r"rank 0: waiting in barrier .*"
-                     r"torch_distributed_zero_first", text), text
+    assert "interrupted (signal 2)" in data["not_read"][0]["why"], data
+    assert data["read"]["workers"] == 4, data["read"]
+    zero = data["ranks"][0]["where"]
+    assert zero["call"]["function"] == "barrier"
+    assert "torch_distributed_zero_first" in [
+        f["function"] for f in zero["from"]]
 
 
 def test_a_missing_input_beside_a_good_one_is_named(tmp_path):
-    text = report(tmp_path / "fr", DATA / "stacks_with_workers.txt")
-    assert f"Not read: {tmp_path / 'fr'}, because no such file" in text
-    assert "rank 1: waiting in all_reduce" in text, text
+    data = report(tmp_path / "fr", DATA / "stacks_with_workers.txt")
+    assert data["not_read"] == [{"path": str(tmp_path / "fr"),
+                                 "why": "no such file or directory"}]
+    assert data["ranks"][1]["where"]["call"]["function"] == "all_reduce"

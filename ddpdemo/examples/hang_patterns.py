@@ -20,6 +20,20 @@ Scenarios (--timeout bounds each hang, 8 s by default):
   two-hangs     4 ranks, two pairs with a group each: in one, rank 0's
                 rank-0-only all_reduce; in the other, rank 2's extra
                 batch (DDP's gradient all_reduce with no partner)
+  epoch-barrier a DDP job: rank 0 alone calls a barrier at the end of
+                epoch 0 (`if rank == 0: dist.barrier()`), while rank 1
+                goes on into epoch 1's backward (its gradient
+                all_reduce): the ranks disagree at one number, which no
+                `Join` ends (no-partner's near neighbour)
+  rank0-broadcast  rank 0 alone broadcasts in `if rank == 0:`, outside
+                DDP; rank 1 waits at the epoch's barrier (ddp-forward's
+                near neighbour)
+  wait-other    as `wait`, but rank 1 calls a barrier meanwhile: the
+                ranks disagree (host-waits' near neighbour)
+  slow-first    rank 0 is slow inside torch_distributed_zero_first
+                (sleeps) while rank 1 waits at its first barrier: no
+                deadlock, only an early stack (the zero-first stack's
+                near neighbour)
   workers       chapter 5's deadlock with DataLoader workers running
                 (num_workers=2, started at once, as YOLOv5's
                 InfiniteDataLoader does): each rank has two child
@@ -80,6 +94,39 @@ def stall(rank, timeout_s):
         dist.all_reduce(t)
 
 
+def epoch_barrier(rank, timeout_s):
+    model = DDP(mlp((4, 8, 2), seed=0))
+    for epoch in range(2):
+        for _ in range(2):
+            model(torch.ones(2, 4)).pow(2).mean().backward()
+        if epoch == 0 and rank == 0:
+            dist.barrier()                   # rank 0 alone
+
+
+def rank0_broadcast(rank, timeout_s):
+    t = torch.ones(4)
+    dist.all_reduce(t)                       # a training step
+    if rank == 0:
+        dist.broadcast(t, src=0)             # rank 0 alone
+    dist.barrier()                           # end of epoch
+
+
+def wait_other(rank, timeout_s):
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    if rank == 0:
+        work = dist.all_reduce(t, async_op=True)
+        work.wait()                          # the host needs the result
+    else:
+        dist.barrier()                       # another collective
+
+
+def slow_first(rank, timeout_s):
+    with torch_distributed_zero_first(rank):
+        if rank == 0:
+            time.sleep(BUSY * timeout_s)     # building the data, slowly
+
+
 def uneven(rank, group):
     """DDP over `group` (two ranks); the first has three batches."""
     first = dist.get_process_group_ranks(group)[0]
@@ -115,7 +162,9 @@ def workers(rank, timeout_s):
 
 SCENARIOS = {"ddp-forward": ddp_forward, "rank0-branch": rank0_branch,
              "wait": wait, "stall": stall, "two-hangs": two_hangs,
-             "workers": workers}
+             "workers": workers, "epoch-barrier": epoch_barrier,
+             "rank0-broadcast": rank0_broadcast, "wait-other": wait_other,
+             "slow-first": slow_first}
 
 
 def main():

@@ -42,27 +42,50 @@ def site(frames):
     return " > ".join(reversed(names[:2]))
 
 
-def entries(dump, group="default_pg"):
-    """One rank's collectives in `group` (the default group unless named),
+DEFAULT_GROUP = "0"   # the default group's name in a dump's entries
+
+
+def entries(dump, group=DEFAULT_GROUP, sites=True):
+    """One rank's collectives in `group` (its name in the dump, the
+    first of an entry's `process_group`: "0" is the default group),
     oldest first, as small dicts: seq, op, what (sizes and dtypes),
-    retired (no longer tracked by the backend), site (or "")."""
+    retired (no longer tracked by the backend), site (or ""; left ""
+    with sites=False, which `python -m ddpdemo.explain` passes for
+    thousands of entries and fills in only where the ranks part)."""
     out = []
     for e in dump.get("entries", []):
-        if e.get("is_p2p") or e["process_group"][1] != group:
+        if e.get("is_p2p") or e["process_group"][0] != group:
             continue
-        sizes = ",".join(str(list(s)) for s in e.get("input_sizes", []))
-        dtypes = sorted(set(e.get("input_dtypes", [])))
-        out.append(dict(seq=e["collective_seq_id"],
-                        op=e["profiling_name"].split(":", 1)[-1],
-                        backend=e["profiling_name"].split(":", 1)[0],
-                        what=" ".join([sizes] + dtypes).strip(),
-                        state=e["state"], retired=e.get("retired", False),
-                        site=site(e.get("frames") or [])))
+        out.append(entry(e, sites))
     return sorted(out, key=lambda e: e["seq"])
+
+
+def entry(e, sites=True):
+    """One dump entry as `entries` gives it."""
+    sizes = ",".join(str(list(s)) for s in e.get("input_sizes", []))
+    dtypes = sorted(set(e.get("input_dtypes", [])))
+    backend, _, op = e["profiling_name"].rpartition(":")
+    return dict(seq=e["collective_seq_id"], op=op, backend=backend,
+                what=" ".join([sizes, *dtypes]).strip(),
+                state=e["state"], retired=e.get("retired", False),
+                site=site(e.get("frames") or []) if sites else "")
+
+
+def groups(dump):
+    """The names of the groups `dump` recorded collectives of."""
+    return {e["process_group"][0] for e in dump.get("entries", [])
+            if not e.get("is_p2p")}
+
+
+def op_text(op, what=""):
+    """`all_reduce [4] Float`: how an op is printed, by the ledger and by
+    `python -m ddpdemo.explain` alike."""
+    return f"{op} {what}" if what else op
 
 
 # What the ranks that called one collective number called there.
 Called = collections.namedtuple("Called", "op what ranks")
+Called.text = property(lambda self: op_text(self.op, self.what))
 # Where a rank that never called it stopped: its last number and op (0
 # and "" when it recorded none).
 Stopped = collections.namedtuple("Stopped", "rank seq op")
@@ -127,8 +150,7 @@ class Finding:
         if k == "unanswered":
             return "no rank answered, so there is no ledger to compare."
         if k == "disagree":
-            parts = [f"{c.op}{' ' + c.what if c.what else ''} "
-                     f"on {ranks_text(c.ranks)}" for c in self.ops]
+            parts = [f"{c.text} on {ranks_text(c.ranks)}" for c in self.ops]
             return (f"the ranks disagree at collective #{self.seq}: "
                     + ", ".join(parts) + ".")
         if k == "missing":
@@ -154,6 +176,70 @@ class Finding:
                         for s in self.sites) + ".")
         return (f"no divergence: every rank recorded the same collectives, "
                 f"#{self.first} to #{self.seq}, in the same order." + sites)
+
+
+def first_divergence(ledgers, dead=(), silent=()):
+    """The first divergence of one group's ledgers, as a Finding: the one
+    comparison the book's Ledger and `python -m ddpdemo.explain` both
+    make. ledgers {rank: `entries`}; dead: ranks whose process is gone;
+    silent: ranks with no ledger (no answer, no dump). Compares only what
+    every rank still holds: the ring buffer forgets the oldest entries
+    first. Numbers are looked up in dicts: 8 ranks of 2000 entries take
+    milliseconds."""
+    by_seq = {r: {e["seq"]: e for e in es} for r, es in ledgers.items()}
+    first = max((min(d) for d in by_seq.values() if d), default=1)
+    top = max((max(d) for d in by_seq.values() if d), default=0)
+    for seq in range(first, top + 1):
+        at = {r: d.get(seq) for r, d in by_seq.items()}
+        called = _called(at)
+        if len(called) > 1:
+            return Finding("disagree", seq=seq, ops=called)
+        missing = [r for r, e in at.items() if e is None]
+        if missing:
+            return Finding("missing", seq=seq, ranks=tuple(missing),
+                           ops=called, stopped=tuple(
+                               _stopped(r, by_seq[r]) for r in missing))
+    reached = _called({r: d.get(top) for r, d in by_seq.items()})
+    if dead and top:
+        return Finding("dead", seq=top, ranks=tuple(dead), ops=reached)
+    if silent:
+        return Finding("silent", seq=top, ranks=tuple(silent), ops=reached)
+    if not top:
+        return Finding("empty")
+    return Finding("agree", seq=top, first=first,
+                   **_sites_differ(by_seq, first, top))
+
+
+def _called(at):
+    """What the ranks called at one number: Called per (op, what)."""
+    kinds = {}
+    for r, e in at.items():
+        if e is not None:
+            kinds.setdefault((e["op"], e["what"]), []).append(r)
+    return tuple(Called(op, what, tuple(rs))
+                 for (op, what), rs in kinds.items())
+
+
+def _stopped(rank, by_seq):
+    if not by_seq:
+        return Stopped(rank, 0, "")
+    last = by_seq[max(by_seq)]
+    return Stopped(rank, last["seq"], last["op"])
+
+
+def _sites_differ(by_seq, first, top):
+    """Collectives pair by sequence number, whatever called them: the
+    first number that joined different call sites (when recorded)."""
+    for seq in range(first, top + 1):
+        sites = {}
+        for r, d in by_seq.items():
+            e = d.get(seq)
+            if e is not None and e["site"]:
+                sites.setdefault(e["site"], []).append(r)
+        if len(sites) > 1:
+            return dict(site_seq=seq, sites=tuple(
+                Site(s, tuple(rs)) for s, rs in sites.items()))
+    return {}
 
 
 class Ledger:
@@ -184,58 +270,9 @@ class Ledger:
     def _compare(self):
         if self.off:
             return Finding("off", ranks=tuple(self.off))
-        ledgers = self.by_rank
-        if not ledgers:
+        if not self.by_rank:
             return Finding("unanswered")
-        # Compare only what every answering rank still holds: the ring
-        # buffer forgets the oldest entries first.
-        first = max((e[0]["seq"] for e in ledgers.values() if e), default=1)
-        last = {r: (e[-1] if e else None) for r, e in ledgers.items()}
-        top = max((e["seq"] for e in last.values() if e), default=0)
-        for seq in range(first, top + 1):
-            at = {r: next((e for e in es if e["seq"] == seq), None)
-                  for r, es in ledgers.items()}
-            kinds = {}
-            for r, e in at.items():
-                if e is not None:
-                    kinds.setdefault((e["op"], e["what"]), []).append(r)
-            called = tuple(Called(op, what, tuple(rs))
-                           for (op, what), rs in kinds.items())
-            if len(kinds) > 1:
-                return Finding("disagree", seq=seq, ops=called)
-            missing = [r for r, e in at.items() if e is None]
-            if missing:
-                stopped = tuple(
-                    Stopped(r, last[r]["seq"], last[r]["op"]) if last[r]
-                    else Stopped(r, 0, "") for r in missing)
-                return Finding("missing", seq=seq, ranks=tuple(missing),
-                               ops=called, stopped=stopped)
-        if self.dead and top:
-            reached = [r for r, e in last.items() if e and e["seq"] == top]
-            e = last[reached[0]]
-            return Finding("dead", seq=top, ranks=tuple(self.dead),
-                           ops=(Called(e["op"], e["what"],
-                                       tuple(reached)),))
-        if self.silent:
-            return Finding("silent", seq=top, ranks=tuple(self.silent))
-        if not top:
-            return Finding("empty")
-        return Finding("agree", seq=top, first=first,
-                       **self._sites_differ(first, top))
-
-    def _sites_differ(self, first, top):
-        """Collectives pair by sequence number, whatever called them: the
-        first number that joined different call sites (when recorded)."""
-        for seq in range(first, top + 1):
-            sites = {}
-            for r, es in self.by_rank.items():
-                e = next((e for e in es if e["seq"] == seq), None)
-                if e is not None and e["site"]:
-                    sites.setdefault(e["site"], []).append(r)
-            if len(sites) > 1:
-                return dict(site_seq=seq, sites=tuple(
-                    Site(s, tuple(rs)) for s, rs in sites.items()))
-        return {}
+        return first_divergence(self.by_rank, self.dead, self.silent)
 
     # -- the view ---------------------------------------------------------
     def table(self, shown=SHOWN):
@@ -260,7 +297,7 @@ class Ledger:
                 e = next((e for e in ledgers[r] if e["seq"] == seq), None)
                 # gloo leaves every state at "scheduled"; NCCL moves it on
                 cells.append("-" if e is None else " ".join(filter(None, [
-                    e["op"], e["what"],
+                    op_text(e["op"], e["what"]),
                     "" if e["state"] == "scheduled" else e["state"],
                     "" if e["retired"] else "(pending)",
                     f"@ {e['site']}" if e["site"] else ""])))

@@ -6,6 +6,10 @@ they run on what the reader brings, not on the book's clusters.
                torchrun's output) and names where the ranks part and
                the pattern the book shows (the triage page's step 0)
     jobfiles   explain's input side: which file holds what, read
+    patterns   the hangs the book shows, recognised on a parting or on
+               stacks alone, each with its section
+    launchlog  what torchrun's output alone tells: a launch that failed
+               before any rank ran, a rank killed by a signal
 
 What it may import: the standard library and torch; of ddpdemo, only
 ddpdemo.runtime (the ledger's divergence and the hang report's words are

@@ -3,7 +3,9 @@ Recorder dump, stack dumps (py-spy's `dump`, or faulthandler's), and
 torchrun's output. The input side of `python -m ddpdemo.explain`
 (ddpdemo.explain), introduced on the book's symptom page, step 0.
 
-`read(paths)` sorts every file by what it holds, not by its name. What
+`read(paths)` sorts every file by what it holds, not by its name, with
+one exception: a pickle is unpickled only where its name is a dump's
+(prefix + rank), and a directory's folders are not searched. What
 it cannot read (a missing file, an empty directory, a truncated dump, one
 from another torch, a stack file with no Python frame) it notes and
 leaves out, so that what a job leaves while it still hangs (stacks, no
@@ -22,6 +24,7 @@ import re
 import sys
 
 from ..runtime.errors import short_path
+from . import launchlog
 
 
 class BadInput(ValueError):
@@ -29,68 +32,108 @@ class BadInput(ValueError):
 
 
 class Evidence:
-    """dumps {rank: dump dict}; stacks {rank: [(thread name, frames)]};
-    unranked [(pid, threads)] (stacks with no rank to them); failures
-    {rank: (exit code, pid, traceback line)} from torchrun's report, with
-    `root` the rank it names first, `report` whether there was one, and
-    `sigtermed` the pids torchrun says it sent SIGTERM; said {rank:
-    [lines]} the ranks' own `[rank N]`/`[rankN]:` lines; sources: a line
-    per file read; unread [(path, why)] the inputs left out; notes:
-    other lines on what was read (a log with no report); unsure
-    {rank: [pids]} where several processes claim one rank."""
+    """dumps {rank: dump dict}; stacks {rank: [(thread name, frames)]},
+    pids {rank: pid} and rank_from {rank: how its rank is known} for
+    them; unranked [(pid, threads)] (stacks with no rank to them);
+    failures {rank: (exit code, pid, traceback line)} from torchrun's
+    report, with `root` the rank it names first, `report` whether there
+    was one, and `sigtermed` the pids torchrun says it sent SIGTERM;
+    launch [(failure, line)]: torchrun's own failures before any rank
+    ran (launchlog.FAILURES); said {rank: [lines]} the ranks' own
+    `[rank N]`/`[rankN]:` lines; sources: a line per file read; unread
+    [(path, why)] the inputs left out; notes: other lines on what was
+    read (a log with no report); unsure {rank: [pids]} where several
+    processes claim one rank."""
 
     def __init__(self):
         self.dumps, self.stacks, self.unranked = {}, {}, []
+        self.pids, self.rank_from = {}, {}
         self.failures, self.root, self.said = {}, None, {}
         self.log, self.report, self.sigtermed = False, False, set()
+        self.launch = []
         self.sources, self.notes, self.unsure = [], [], {}
         self.unread, self.workers = [], 0
-        self.blocks = {}     # rank: [(pid, threads)], before choosing
+        self.blocks = {}     # rank: [(pid, threads, from)], before choosing
 
 
 def read(paths):
-    """Evidence from files and directories (searched recursively)."""
+    """Evidence from files and directories: a directory's own files, not
+    its folders'; of those, only files named as dumps are unpickled."""
     evidence = Evidence()
-    files = []
-    for path in paths:
-        if os.path.isdir(path):
-            found = sorted(os.path.join(d, f) for d, _, names
-                           in os.walk(path) for f in names)
-            if not found:
-                evidence.unread.append((path, "an empty directory"))
-            files += found
-        elif os.path.isfile(path):
-            files.append(path)
-        else:
-            evidence.unread.append((path, "no such file or directory"))
-    for path in files:
-        try:
-            with open(path, "rb") as f:
-                head = f.read(2)
-            if head[:1] == b"\x80":          # pickle protocol 2+: a dump
-                _add_dump(evidence, path)
-            else:
-                _add_text(evidence, path)
-        except OSError as error:
-            evidence.unread.append((path, error.strerror.lower()))
-        except BadInput as error:
-            evidence.unread.append(
-                (path, str(error).removeprefix(f"{path}: ")))
+    for path, named_as_dump in _files(evidence, paths):
+        _add_file(evidence, path, named_as_dump)
     _check_one_job(evidence)
     _choose_blocks(evidence)
     if not (evidence.dumps or evidence.blocks or evidence.unranked
-            or evidence.failures or evidence.said):
+            or evidence.failures or evidence.said or evidence.launch):
         said = "; ".join(f"{p}: {why}" for p, why in evidence.unread)
         raise BadInput(said if len(evidence.unread) == 1 else
                        f"nothing to read: {said}")
-    # A stack with no rank to it: torchrun's report gives failed ranks'
-    # pids.
+    _place_by_pid(evidence)
+    return evidence
+
+
+# A dump's file name: TORCH_FR_DUMP_TEMP_FILE's prefix, then the rank.
+DUMP_NAME = re.compile(r"^(.*?)(\d+)$")
+
+
+def _files(evidence, paths):
+    """[(path, whether its name is a dump's)]: the files given (a file
+    named on the command line is the reader's choice), and each given
+    directory's files, not recursively."""
+    files = []
+    for path in paths:
+        if os.path.isdir(path):
+            found = sorted(e.path for e in os.scandir(path) if e.is_file())
+            if not found:
+                evidence.unread.append((path, "an empty directory"))
+            files += [(f, bool(DUMP_NAME.match(os.path.basename(f))))
+                      for f in found]
+        elif os.path.isfile(path):
+            files.append((path, True))
+        else:
+            evidence.unread.append((path, "no such file or directory"))
+    unique, seen = [], set()
+    for f in files:     # a file named twice (a folder and its file): once
+        if os.path.realpath(f[0]) not in seen:
+            seen.add(os.path.realpath(f[0]))
+            unique.append(f)
+    return unique
+
+
+def _add_file(evidence, path, named_as_dump):
+    """A dump (a pickle: protocol 2 and later start with 0x80) or text.
+    A pickle is unpickled only where its name is a dump's: unpickling
+    runs code, so a dump is read only from a trusted job."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1)
+        if head == b"\x80" and not named_as_dump:
+            raise BadInput(f"{path}: a pickle not named as a dump "
+                           f"(prefix + rank), so not unpickled")
+        if head == b"\x80":
+            _add_dump(evidence, path)
+        else:
+            _add_text(evidence, path)
+    except OSError as error:
+        evidence.unread.append((path, error.strerror.lower()))
+    except BadInput as error:
+        evidence.unread.append(
+            (path, str(error).removeprefix(f"{path}: ")))
+
+
+def _place_by_pid(evidence):
+    """A stack with no rank to it: torchrun's report gives failed
+    ranks' pids. (A Flight Recorder dump holds no pid: torch 2.13's has
+    version, pg_config, pg_status, comm_lib_version and entries.)"""
     pids = {pid: rank for rank, (_, pid, _) in evidence.failures.items()}
     for pid, threads in list(evidence.unranked):
-        if pid in pids and pids[pid] not in evidence.stacks:
-            evidence.stacks[pids[pid]] = threads
+        rank = pids.get(pid)
+        if rank is not None and rank not in evidence.stacks:
+            evidence.stacks[rank] = threads
+            evidence.pids[rank] = pid
+            evidence.rank_from[rank] = "torchrun's report (its pid)"
             evidence.unranked.remove((pid, threads))
-    return evidence
 
 
 # -- Flight Recorder dumps ---------------------------------------------------
@@ -165,12 +208,35 @@ def _add_dump(evidence, path):
         raise BadInput(f"{path}: written by another torch (Flight "
                        f"Recorder format {dump['version']}; this torch "
                        f"reads and writes {version})")
+    _check_entries(path, dump["entries"])
     rank = dump["rank"]
     if rank in evidence.dumps:
         raise BadInput(f"{path}: a second dump for rank {rank}: dumps of "
                        f"different jobs are mixed")
     evidence.dumps[rank] = dump
     evidence.sources.append(f"{path}: Flight Recorder dump of rank {rank}")
+
+
+# What explain reads of each entry, and the type it must have.
+ENTRY_FIELDS = {"process_group": (tuple, list), "collective_seq_id": int,
+                "profiling_name": str, "state": str, "time_created_ns": int,
+                "timeout_ms": int, "is_p2p": bool}
+
+
+def _check_entries(path, entries):
+    """A dump whose header is right may still hold malformed entries (cut
+    by hand, written by other code): name the first, in one line."""
+    if not isinstance(entries, list):
+        raise BadInput(f"{path}: malformed Flight Recorder dump (its "
+                       f"entries are not a list)")
+    for i, e in enumerate(entries):
+        bad = [k for k, kind in ENTRY_FIELDS.items()
+               if not isinstance(e, dict) or not isinstance(e.get(k), kind)]
+        if not bad and len(e["process_group"]) != 2:
+            bad = ["process_group"]
+        if bad:
+            raise BadInput(f"{path}: malformed Flight Recorder dump (entry "
+                           f"{i}: no valid {', '.join(bad)})")
 
 
 def _check_one_job(evidence):
@@ -231,8 +297,19 @@ def _add_text(evidence, path):
     if found:
         evidence.sources.append(f"{path}: stacks of {found}")
         return
+    failures = launchlog.failures(text)
+    if failures:
+        evidence.launch += failures
+        _add_log(evidence, text)
+        evidence.sources.append(f"{path}: torchrun's output (it failed "
+                                f"before any rank ran)")
+        return
     if not text.strip():     # e.g. torchrun's tee before any output
         raise BadInput(f"{path}: an empty file")
+    _add_log_without_report(evidence, path, text)
+
+
+def _add_log_without_report(evidence, path, text):
     if not (_TORCHRUN.search(text) or _SAID_ANY.search(text)):
         raise BadInput(f"{path}: no Python frames in it (neither py-spy's "
                        f"nor faulthandler's), nor torchrun's report")
@@ -242,55 +319,78 @@ def _add_text(evidence, path):
     why = (f"torchrun was interrupted (signal {signal[1]}) and wrote none"
            if signal else "torchrun writes it only once a rank has "
            "failed (does the job still run?)")
-    if _SAID_ANY.search(text):
-        _add_log(evidence, text)
-        evidence.sources.append(f"{path}: the ranks' lines in torchrun's "
-                                f"output")
-        evidence.notes.append(f"no report in {path}, because {why}")
-    else:
+    if not _SAID_ANY.search(text):
         raise BadInput(f"{path}: torchrun's output with no report and no "
                        f"rank's lines in it: {why}")
+    _add_log(evidence, text)
+    evidence.sources.append(f"{path}: the ranks' lines in torchrun's "
+                            f"output")
+    evidence.notes.append(f"no report in {path}, because {why}")
 
 
 def _add_stacks(evidence, path, text):
     """Blocks of threads, one per process: py-spy's `Process N:` starts
     one; `RANK=N` (or `rank N`) on a line of its own says whose it is, as
-    step 0's one-liner writes it; else a file name ending in the rank."""
+    step 0's one-liner writes it; else a file name ending in the rank
+    (one process in the file); else its rank is not known here."""
+    processes = _parse_processes(text)
     name_rank = re.search(r"(\d+)(?:\.\w+)?$", os.path.basename(path))
-    processes = []          # [rank or None, pid or None, threads]
-    rank = None
+    if len(processes) == 1 and processes[0][0] is None and name_rank:
+        processes[0][0] = int(name_rank[1])
+        processes[0].append("the stack file's name")
+    return ", ".join(_add_process(evidence, *p) for p in processes)
+
+
+def _add_process(evidence, rank, pid, threads, known_from="a RANK= line"):
+    """File one process's stack: by rank, as a worker, or by pid alone;
+    returns what it was, in words."""
+    if rank is None:
+        evidence.unranked.append((pid, threads))
+        return f"process {pid} (rank unknown)" if pid else "an unknown rank"
+    if _is_worker(threads):
+        evidence.workers += 1
+        return f"a DataLoader worker of rank {rank} (left out)"
+    evidence.blocks.setdefault(rank, []).append((pid, threads, known_from))
+    return f"rank {rank}"
+
+
+def _parse_processes(text):
+    """[[rank or None, pid or None, threads]], one per process, in the
+    order written; processes without a Python frame left out."""
+    processes = []
     for line in text.splitlines():
         if m := _RANK_HEAD.match(line.strip()):
-            rank = int(m[1])
-            processes.append([rank, None, []])
+            processes.append([int(m[1]), None, []])
         elif m := _PYSPY_PROCESS.match(line):
             if not processes or processes[-1][1] or processes[-1][2]:
                 processes.append([None, None, []])
             processes[-1][1] = int(m[1])
-        elif m := (_PYSPY_THREAD.match(line) or _FH_THREAD.match(line)):
+        elif thread := _thread_name(line):
             if not processes:
                 processes.append([None, None, []])
-            name = m[1] if m.groups() else line.split(" (")[0]
-            processes[-1][2].append((name, []))
-        elif m := _PYSPY_FRAME.match(line):
-            _frame(processes, (m[2], int(m[3]), m[1]))
-        elif m := _FH_FRAME.match(line):
-            _frame(processes, (m[1], int(m[2]), m[3]))
-    processes = [p for p in processes if any(fr for _, fr in p[2])]
-    if len(processes) == 1 and processes[0][0] is None and name_rank:
-        processes[0][0] = int(name_rank[1])
-    kinds = []
-    for rank, pid, threads in processes:
-        if rank is None:
-            evidence.unranked.append((pid, threads))
-            kinds.append(f"process {pid}" if pid else "an unknown rank")
-        elif _is_worker(threads):
-            evidence.workers += 1
-            kinds.append(f"a DataLoader worker of rank {rank} (left out)")
-        else:
-            evidence.blocks.setdefault(rank, []).append((pid, threads))
-            kinds.append(f"rank {rank}")
-    return ", ".join(kinds)
+            processes[-1][2].append((thread, []))
+        elif frame := _frame_of(line):
+            _frame(processes, frame)
+    return [p for p in processes if any(fr for _, fr in p[2])]
+
+
+def _thread_name(line):
+    """A thread's name, where `line` starts one (py-spy names it;
+    faulthandler gives its id)."""
+    if m := _PYSPY_THREAD.match(line):
+        return m[1]
+    if _FH_THREAD.match(line):
+        return line.split(" (")[0]
+    return None
+
+
+def _frame_of(line):
+    """(path, line, function), where `line` is a frame of either tool."""
+    if m := _PYSPY_FRAME.match(line):
+        return m[2], int(m[3]), m[1]
+    if m := _FH_FRAME.match(line):
+        return m[1], int(m[2]), m[3]
+    return None
 
 
 def _is_worker(threads):
@@ -310,9 +410,11 @@ def _choose_blocks(evidence):
                 path.startswith("torch/distributed/")
                 for _, frames in b[1] for path, _, _ in frames)]
         if len(blocks) == 1:
-            evidence.stacks[rank] = blocks[0][1]
+            pid, evidence.stacks[rank], how = blocks[0]
+            evidence.pids[rank] = pid
+            evidence.rank_from[rank] = how
         else:
-            evidence.unsure[rank] = [pid for pid, _ in evidence.blocks[rank]]
+            evidence.unsure[rank] = [b[0] for b in evidence.blocks[rank]]
 
 
 def _frame(processes, frame):
