@@ -1,0 +1,777 @@
+"""`ddpdemo.check`'s reading of a script: which ranks take which branch,
+and which collectives each rank reaches, through the calls of functions
+in the files given, at any depth. Pure `ast`: the reader's code is never
+imported or run. The rules (ddpdemo.triage.checkrules) ask it questions.
+
+How: every value the check can know is evaluated once per rank
+(r = 0..3, a world of 4): `rank`, `local_rank`, `RANK`,
+`int(os.environ["LOCAL_RANK"])`, `dist.get_rank()` are r;
+`is_main_process()`, `master_process` are r == 0; a name set to a
+constant is that constant (YOLOv7's `rank = -1`: not distributed). A
+call's arguments are evaluated in the caller and bound to the callee's
+parameters, so `create_dataloader(..., rank=-1)` walks the callee with
+rank -1 and skips its barrier (YOLOv5's fix, chapter 5). Each function
+body then gives, per rank, its signature: the collectives it reaches
+in order, loops and unknown branches kept as structure. Ranks whose
+signatures differ part; the rank test that splits them is the finding.
+What it cannot know (a branch on data) it keeps as structure on every
+rank alike, so it never makes two ranks differ.
+"""
+import ast
+import re
+
+RANKS = (0, 1, 2, 3)
+UNK = "<unknown>"          # a value the check cannot know
+DDPV = "<ddp model>"       # a DistributedDataParallel object
+_CAP = 8                   # most values kept per expression
+_DEPTH = 12                # deepest call chain followed
+
+RANK_NAME = re.compile(r"(^|_)((local|global|node|ddp|world)_?)?rank$",
+                       re.I)
+MAIN_NAMES = {
+    "is_main_process", "is_master", "master_process", "is_rank_zero",
+    "is_rank0", "rank0", "rank_zero", "is_global_zero", "is_main",
+    "is_local_main_process", "main_process", "is_primary",
+    "is_master_process", "is_local_master", "is_chief", "is_first_rank"}
+RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank",
+              "get_node_local_rank"}
+COLLECTIVES = {
+    "barrier", "monitored_barrier", "all_reduce", "all_gather",
+    "all_gather_into_tensor", "reduce", "broadcast", "reduce_scatter",
+    "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather",
+    "scatter", "all_gather_object", "broadcast_object_list",
+    "gather_object", "scatter_object_list", "new_group"}
+# Collectives of libraries that wrap torch.distributed (accelerate).
+WRAPPED = {"wait_for_everyone"}
+DDP_NAMES = {"DistributedDataParallel", "DDP"}
+
+
+def dotted(node):
+    """`torch.distributed.barrier` for that expression, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id, *reversed(parts)])
+    return None
+
+
+def last_name(node):
+    """The name an expression ends in: `args.local_rank` -> local_rank."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call):
+        return last_name(node.func)
+    return None
+
+
+class Module:
+    """One file: its tree, functions by name, and what it imports."""
+
+    def __init__(self, path, tree, lines):
+        self.path, self.tree, self.lines = path, tree, lines
+        self.dist = {"dist", "torch.distributed"}   # names of the module
+        self.from_dist = set()     # `from torch.distributed import x`
+        self.imports = {}          # local name -> module name
+        self.calls = []
+        self.calls_under = {}      # id(node) -> the calls inside it
+        parent = {}
+        stack = [tree]
+        while stack:               # one walk: imports, calls, parents
+            node = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                parent[id(child)] = node
+                stack.append(child)
+            if isinstance(node, ast.Call):
+                self.calls.append(node)
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name == "torch.distributed" and a.asname:
+                        self.dist.add(a.asname)
+                    self.imports[a.asname or a.name] = a.name
+            elif isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                for a in node.names:
+                    name = a.asname or a.name
+                    if mod == "torch" and a.name == "distributed":
+                        self.dist.add(name)
+                    elif mod.startswith("torch.distributed"):
+                        self.from_dist.add(name)
+                    self.imports[name] = f"{mod}.{a.name}"
+        self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
+        for call in self.calls:
+            node = call
+            while node is not None:
+                self.calls_under.setdefault(id(node), []).append(call)
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                     ast.ClassDef, ast.Lambda)):
+                    break
+                node = parent.get(id(node))
+
+    def is_collective(self, call):
+        """The op's name when `call` is a torch.distributed collective."""
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            base = dotted(func.value)
+            if func.attr in COLLECTIVES and base in self.dist:
+                return func.attr
+            if func.attr in WRAPPED:
+                return func.attr
+        elif (isinstance(func, ast.Name) and func.id in COLLECTIVES
+              and func.id in self.from_dist):
+            return func.id
+        return None
+
+
+class Scope:
+    """A function (or a module's top level): its assignments, each with
+    the line and the statement lists that enclose it, for a small
+    reaching-definitions question (which assignments can a use see)."""
+
+    def __init__(self, module, node, cls=None):
+        self.module, self.node, self.cls = module, node, cls
+        self.defs = {}       # name -> [(line, path, value node or UNK)]
+        self.ifs = {}        # assignment statement -> enclosing ifs
+        self.params = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            self.params = [p.arg for p in a.posonlyargs + a.args]
+            self.defaults = dict(zip(self.params[::-1], a.defaults[::-1],
+                                     strict=False))
+            for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+                self.params.append(p.arg)
+                if d is not None:
+                    self.defaults[p.arg] = d
+        else:
+            self.defaults = {}
+        self.paths = {}      # statement -> path of enclosing lists
+        self._index(self.body, (), ())
+
+    @property
+    def body(self):
+        return self.node.body
+
+    def _index(self, stmts, path, ifs):
+        path = (*path, id(stmts))
+        for stmt in stmts:
+            self.paths[id(stmt)] = (path, ifs)
+            self._record(stmt, path, ifs)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                 ast.ClassDef)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(stmt, field, None)
+                if block:
+                    inner = ((*ifs, (stmt, field)) if isinstance(stmt, ast.If)
+                             else ifs)
+                    self._index(block, path, inner)
+            for handler in getattr(stmt, "handlers", ()):
+                self._index(handler.body, path, ifs)
+            for case in getattr(stmt, "cases", ()):
+                self._index(case.body, path, ifs)
+
+    def _record(self, stmt, path, ifs):
+        def add(target, value):
+            if isinstance(target, ast.Name):
+                self.defs.setdefault(target.id, []).append(
+                    (stmt.lineno, path, value, ifs))
+            elif isinstance(target, ast.Attribute):
+                key = dotted(target)
+                if key:
+                    self.defs.setdefault(key, []).append(
+                        (stmt.lineno, path, value, ifs))
+            elif isinstance(target, (ast.Tuple, ast.List)):
+                for t in target.elts:
+                    add(t, UNK)
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                add(target, stmt.value)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            add(stmt.target, stmt.value)
+        elif isinstance(stmt, (ast.AugAssign, ast.For, ast.AsyncFor)):
+            add(stmt.target, UNK)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    add(item.optional_vars, UNK)
+
+    def reaching(self, key, line, where):
+        """The assignments of `key` a use at `line` can see: the last one
+        on every path to it, and those after it in branches."""
+        defs = [d for d in self.defs.get(key, ()) if d[0] < line]
+        if not defs:
+            return None
+        path = where[0] if where else ()
+        dominating = [d for d in defs if path[:len(d[1])] == d[1]]
+        start = max((d[0] for d in dominating), default=-1)
+        return [d for d in defs if d[0] >= start]
+
+
+class Program:
+    """Every file given: functions by name, scopes, and the per-rank
+    signatures of their bodies (memoised by the values bound)."""
+
+    def __init__(self, modules):
+        self.modules = modules
+        self.functions = {}      # name -> [(module, def node, class)]
+        self.scopes = {}         # id(def node or module) -> Scope
+        self.parents = {}        # id(def node) -> enclosing Scope
+        self._memo = {}
+        self._calls = {}
+        self.truths = {}         # (id(if), r, scope) -> truth set
+        self.ddp_attrs = set()   # `self.model` = DDP(...) anywhere
+        for module in modules:
+            self.scopes[id(module.tree)] = Scope(module, module.tree)
+            self._collect(module, module.tree.body, None,
+                          self.scopes[id(module.tree)])
+
+    def _collect(self, module, body, cls, parent):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions.setdefault(node.name, []).append(
+                    (module, node, cls))
+                scope = Scope(module, node, cls)
+                self.scopes[id(node)] = scope
+                self.parents[id(node)] = parent
+                self._collect(module, node.body, None, scope)
+            elif isinstance(node, ast.ClassDef):
+                self._collect(module, node.body, node.name, parent)
+            else:
+                for field in ("body", "orelse", "finalbody"):
+                    self._collect(module, getattr(node, field, ()) or (),
+                                  cls, parent)
+                for h in getattr(node, "handlers", ()):
+                    self._collect(module, h.body, cls, parent)
+            if isinstance(node, ast.Assign) and _is_ddp_call(node.value):
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute):
+                        self.ddp_attrs.add(t.attr)
+
+    # -- values ------------------------------------------------------
+
+    def value(self, node, ctx, depth=0):
+        """The values `node` can have on rank ctx.r: a frozenset."""
+        got = self._value(node, ctx, depth)
+        return got if len(got) <= _CAP else frozenset({UNK})
+
+    def _value(self, node, ctx, depth):
+        unk = frozenset({UNK})
+        if depth > 20:
+            return unk
+        if isinstance(node, ast.Constant):
+            return frozenset({node.value})
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            elts = []
+            for e in node.elts:
+                vals = self.value(e, ctx, depth + 1)
+                if len(vals) != 1 or UNK in vals:
+                    return unk
+                elts.extend(vals)
+            try:
+                return frozenset({tuple(elts)})
+            except TypeError:
+                return unk
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            return self._name(node, ctx, depth)
+        if isinstance(node, ast.Call):
+            return self._call_value(node, ctx, depth)
+        if isinstance(node, ast.Subscript):
+            key = node.slice
+            if (dotted(node.value) in ("os.environ", "environ")
+                    and isinstance(key, ast.Constant)
+                    and "RANK" in str(key.value).upper()):
+                return frozenset({ctx.r})
+            return unk
+        if isinstance(node, ast.Compare):
+            return self._compare(node, ctx, depth)
+        if isinstance(node, ast.BoolOp):
+            return self._boolop(node, ctx, depth)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return frozenset(UNK if v is UNK else not v
+                             for v in self.value(node.operand, ctx, depth + 1))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return frozenset(-v if isinstance(v, int) else UNK
+                             for v in self.value(node.operand, ctx, depth + 1))
+        if isinstance(node, ast.BinOp):
+            return self._binop(node, ctx, depth)
+        if isinstance(node, ast.IfExp):
+            test = truth(self.value(node.test, ctx, depth + 1))
+            out = frozenset()
+            if True in test or UNK in test:
+                out |= self.value(node.body, ctx, depth + 1)
+            if False in test or UNK in test:
+                out |= self.value(node.orelse, ctx, depth + 1)
+            return out
+        return unk
+
+    def _name(self, node, ctx, depth):
+        key = node.id if isinstance(node, ast.Name) else dotted(node)
+        name = last_name(node)
+        if isinstance(node, ast.Name) and key in ctx.bound:
+            return ctx.bound[key]
+        if key is not None:
+            for scope in ctx.chain():
+                own = scope is ctx.scope
+                defs = scope.reaching(key, ctx.line if own else 10 ** 9,
+                                      ctx.where if own else None)
+                if defs:
+                    out = frozenset()
+                    for line, path, value, ifs in defs:
+                        if value is UNK:
+                            out |= {UNK}
+                        else:
+                            sub = ctx.at(scope, line, (path, ifs))
+                            out |= self.value(value, sub, depth + 1)
+                    if RANK_NAME.search(name or "") and out == {UNK}:
+                        return frozenset({ctx.r})
+                    return out
+                if own and key in scope.params:
+                    break          # an unbound parameter: by its name
+        if name and RANK_NAME.search(name):
+            return frozenset({ctx.r})
+        if name in MAIN_NAMES:
+            return frozenset({ctx.r == 0})
+        if isinstance(node, ast.Attribute) and node.attr in self.ddp_attrs:
+            return frozenset({DDPV})
+        return frozenset({UNK})
+
+    def _call_value(self, node, ctx, depth):
+        func = node.func
+        name = last_name(func)
+        if name in RANK_CALLS:
+            return frozenset({ctx.r})
+        if name in MAIN_NAMES:
+            return frozenset({ctx.r == 0})
+        if name in DDP_NAMES:
+            return frozenset({DDPV})
+        if name in ("int", "str") and node.args:
+            vals = self.value(node.args[0], ctx, depth + 1)
+            return frozenset(_as_int(v) for v in vals)
+        if (name in ("get", "getenv") and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and "RANK" in str(node.args[0].value).upper()
+                and (name == "getenv" or
+                     dotted(func.value) in ("os.environ", "environ"))):
+            return frozenset({ctx.r})
+        return frozenset({UNK})
+
+    def _compare(self, node, ctx, depth):
+        left = self.value(node.left, ctx, depth + 1)
+        result = frozenset({True})
+        for op, comp in zip(node.ops, node.comparators, strict=True):
+            right = self.value(comp, ctx, depth + 1)
+            step = frozenset(_cmp(op, a, b) for a in left for b in right)
+            result = frozenset(_and(a, b) for a in result for b in step)
+            left = right
+        return result
+
+    def _boolop(self, node, ctx, depth):
+        vals = [truth(self.value(v, ctx, depth + 1)) for v in node.values]
+        combine = _and if isinstance(node.op, ast.And) else _or
+        out = vals[0]
+        for v in vals[1:]:
+            out = frozenset(combine(a, b) for a in out for b in v)
+        return out
+
+    def _binop(self, node, ctx, depth):
+        left = self.value(node.left, ctx, depth + 1)
+        right = self.value(node.right, ctx, depth + 1)
+        out = set()
+        for a in left:
+            for b in right:
+                try:
+                    if isinstance(a, int) and isinstance(b, int):
+                        out.add(_arith(node.op, a, b))
+                    else:
+                        out.add(UNK)
+                except (ZeroDivisionError, TypeError, ValueError):
+                    out.add(UNK)
+        return frozenset(out)
+
+    # -- signatures --------------------------------------------------
+
+    def resolve(self, call, ctx):
+        """The function a call runs, when it is one in the files given:
+        `f(...)`, `self.f(...)`, `module.f(...)`."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            found = self.functions.get(func.id, ())
+            own = [f for f in found if f[0] is ctx.scope.module]
+            pick = own or [f for f in found if f[2] is None]
+            return pick[0] if pick else None
+        if isinstance(func, ast.Attribute):
+            found = self.functions.get(func.attr, ())
+            base = dotted(func.value)
+            if base == "self" and ctx.scope.cls:
+                pick = [f for f in found if f[2] == ctx.scope.cls]
+                return pick[0] if pick else None
+            if base in ctx.scope.module.imports:
+                stem = ctx.scope.module.imports[base].split(".")[-1]
+                pick = [f for f in found if f[2] is None and
+                        _stem(f[0].path) == stem]
+                return pick[0] if pick else None
+        return None
+
+    def signature(self, fn_node, bound, r, depth=0, stack=()):
+        """Per rank r: the collectives `fn_node`'s body reaches, as a
+        tuple of ("op", name, chain) / ("loop", sig) / ("alt", a, b)."""
+        key = (id(fn_node), tuple(sorted(bound.items())), r)
+        if key in self._memo:
+            return self._memo[key]
+        if depth > _DEPTH or id(fn_node) in stack:
+            return ()
+        scope = self.scopes[id(fn_node)]
+        ctx = Ctx(self, scope, r, bound)
+        sig, _ = self.walk(scope.body, ctx, depth, (*stack, id(fn_node)))
+        self._memo[key] = sig
+        return sig
+
+    def walk(self, stmts, ctx, depth, stack):
+        """(signature, how it ended: None, "break", "continue",
+        "return")."""
+        out = []
+        for stmt in stmts:
+            ctx = ctx.at_stmt(stmt)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                 ast.ClassDef)):
+                continue
+            if isinstance(stmt, ast.If):
+                out.extend(self.calls(stmt.test, ctx, depth, stack))
+                t = truth(ctx.value(stmt.test))
+                self.truths[(id(stmt), ctx.r, id(ctx.scope))] = t
+                if t == {True} or t == {False}:
+                    branch = stmt.body if True in t else stmt.orelse
+                    sig, end = self.walk(branch, ctx, depth, stack)
+                    out.extend(_mark(sig, stmt, ctx))
+                    if end:
+                        return tuple(out), end
+                    continue
+                a, end_a = self.walk(stmt.body, ctx, depth, stack)
+                b, end_b = self.walk(stmt.orelse, ctx, depth, stack)
+                if a or b:
+                    out.append(("alt", a, b))
+                if end_a and end_b:
+                    return tuple(out), end_a
+                continue
+            if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+                head = stmt.iter if not isinstance(stmt, ast.While) \
+                    else stmt.test
+                out.extend(self.calls(head, ctx, depth, stack))
+                body, end = self.walk(stmt.body, ctx, depth, stack)
+                if body:
+                    out.append(("loop", body))
+                if end == "return":
+                    return tuple(out), end
+                tail, _ = self.walk(stmt.orelse, ctx, depth, stack)
+                out.extend(tail)
+                continue
+            if isinstance(stmt, (ast.With, ast.AsyncWith)):
+                for item in stmt.items:
+                    out.extend(self.calls(item.context_expr, ctx, depth,
+                                          stack))
+                sig, end = self.walk(stmt.body, ctx, depth, stack)
+                out.extend(sig)
+                if end:
+                    return tuple(out), end
+                continue
+            if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+                sig, end = self.walk(stmt.body, ctx, depth, stack)
+                out.extend(sig)
+                for h in stmt.handlers:
+                    if h.body and isinstance(h.body[-1], ast.Raise):
+                        continue    # an error path: the rank leaves
+                    hs, _ = self.walk(h.body, ctx, depth, stack)
+                    if hs:
+                        out.append(("alt", hs, ()))
+                tail, _ = self.walk(stmt.orelse + stmt.finalbody, ctx,
+                                    depth, stack)
+                out.extend(tail)
+                if end:
+                    return tuple(out), end
+                continue
+            if isinstance(stmt, ast.Match):
+                alts = [self.walk(c.body, ctx, depth, stack)[0]
+                        for c in stmt.cases]
+                out.append(("alt", *alts))
+                continue
+            out.extend(self.calls(stmt, ctx, depth, stack))
+            if isinstance(stmt, ast.Return):
+                return tuple(out), "return"
+            if isinstance(stmt, ast.Break):
+                return tuple(out), "break"
+            if isinstance(stmt, ast.Continue):
+                return tuple(out), "continue"
+            if isinstance(stmt, ast.Raise):
+                return tuple(out), "return"
+        return tuple(out), None
+
+    def calls(self, node, ctx, depth, stack):
+        """The collectives of the calls in one statement or expression,
+        in source order, with those of the functions they call."""
+        out = []
+        for call in self.calls_in(node):
+            op = ctx.scope.module.is_collective(call)
+            if op:
+                out.append(("op", op, ((ctx.scope.module.path, call.lineno,
+                                        _fname(ctx.scope)),)))
+                continue
+            if DDPV in self.value(call.func, ctx):
+                out.append(("op", "DDP forward",
+                            ((ctx.scope.module.path, call.lineno,
+                              _fname(ctx.scope)),)))
+                continue
+            if _is_ddp_call(call):
+                out.append(("op", "DDP(model)",
+                            ((ctx.scope.module.path, call.lineno,
+                              _fname(ctx.scope)),)))
+                continue
+            target = self.resolve(call, ctx)
+            if target is None:
+                continue
+            _, fn_node, _ = target
+            bound = self.bind(fn_node, call, ctx)
+            sig = self.signature(fn_node, bound, ctx.r, depth + 1, stack)
+            here = (ctx.scope.module.path, call.lineno, _fname(ctx.scope))
+            out.extend(_prefix(sig, here))
+        return out
+
+    def calls_in(self, node):
+        """The calls in a statement or expression, in source order."""
+        for module in self.modules:
+            found = module.calls_under.get(id(node))
+            if found is not None:
+                return found
+        return ()
+
+    def bind(self, fn_node, call, ctx):
+        """The callee's parameters, each with its values on this rank."""
+        scope = self.scopes[id(fn_node)]
+        params = list(scope.params)
+        if params and params[0] in ("self", "cls"):
+            params = params[1:]
+        bound = {}
+        for p, arg in zip(params, call.args, strict=False):
+            if isinstance(arg, ast.Starred):
+                break
+            bound[p] = self.value(arg, ctx)
+        for kw in call.keywords:
+            if kw.arg in scope.params:
+                bound[kw.arg] = self.value(kw.value, ctx)
+        for p, d in scope.defaults.items():
+            if p not in bound and not RANK_NAME.search(p):
+                bound[p] = self.value(d, Ctx(self, scope, ctx.r, {}))
+        return bound
+
+
+class Ctx:
+    """Where a value is read: which scope, at which statement, on which
+    rank, with which parameter values bound."""
+
+    def __init__(self, program, scope, r, bound, line=0, where=None):
+        self.program, self.scope, self.r = program, scope, r
+        self.bound, self.line, self.where = bound, line, where
+
+    def at_stmt(self, stmt):
+        return Ctx(self.program, self.scope, self.r, self.bound,
+                   stmt.lineno, self.scope.paths.get(id(stmt)))
+
+    def at(self, scope, line, where=None):
+        return Ctx(self.program, scope, self.r,
+                   self.bound if scope is self.scope else {}, line, where)
+
+    def chain(self):
+        """This scope, then the ones it is nested in, the module last."""
+        scope = self.scope
+        while scope is not None:
+            yield scope
+            scope = self.program.parents.get(id(scope.node))
+
+    def value(self, node):
+        return self.program.value(node, self)
+
+
+def truth(values):
+    out = set()
+    for v in values:
+        if v is UNK or v == UNK:
+            out.add(UNK)
+        elif v is DDPV:
+            out.add(True)
+        else:
+            try:
+                out.add(bool(v))
+            except Exception:
+                out.add(UNK)
+    return frozenset(out)
+
+
+def splits(per_rank):
+    """Whether a branch's truth, per rank, parts the ranks: it differs
+    between ranks, and some rank surely takes it or surely not."""
+    seen = list(per_rank.values())
+    return (len(set(seen)) > 1
+            and any(t in ({True}, {False}) for t in seen))
+
+
+def _as_int(v):
+    if isinstance(v, str):
+        try:
+            return int(v)
+        except ValueError:
+            return UNK
+    return v
+
+
+def _cmp(op, a, b):
+    if a is UNK or b is UNK or a == UNK or b == UNK:
+        return UNK
+    a, b = _norm(a), _norm(b)
+    try:
+        if isinstance(op, ast.Eq):
+            return a == b
+        if isinstance(op, ast.NotEq):
+            return a != b
+        if isinstance(op, ast.In):
+            return a in b
+        if isinstance(op, ast.NotIn):
+            return a not in b
+        if isinstance(op, ast.Lt):
+            return a < b
+        if isinstance(op, ast.LtE):
+            return a <= b
+        if isinstance(op, ast.Gt):
+            return a > b
+        if isinstance(op, ast.GtE):
+            return a >= b
+        if isinstance(op, ast.Is):
+            return a is b if a is None or b is None else UNK
+        if isinstance(op, ast.IsNot):
+            return a is not b if a is None or b is None else UNK
+    except TypeError:
+        return UNK
+    return UNK
+
+
+def _norm(v):
+    if isinstance(v, str) and re.fullmatch(r"-?\d+", v):
+        return int(v)
+    if isinstance(v, tuple):
+        return tuple(_norm(x) for x in v)
+    return v
+
+
+def _and(a, b):
+    if a is False or b is False:
+        return False
+    if a is UNK or b is UNK:
+        return UNK
+    return bool(a) and bool(b)
+
+
+def _or(a, b):
+    if a is True or b is True:
+        return True
+    if a is UNK or b is UNK:
+        return UNK
+    return bool(a) or bool(b)
+
+
+def _arith(op, a, b):
+    if isinstance(op, ast.Add):
+        return a + b
+    if isinstance(op, ast.Sub):
+        return a - b
+    if isinstance(op, ast.Mult):
+        return a * b
+    if isinstance(op, ast.Mod):
+        return a % b
+    if isinstance(op, ast.FloorDiv):
+        return a // b
+    return UNK
+
+
+def _is_ddp_call(node):
+    return isinstance(node, ast.Call) and last_name(node.func) in DDP_NAMES
+
+
+def _stem(path):
+    return path.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+
+
+def _fname(scope):
+    node = scope.node
+    return getattr(node, "name", "<module>")
+
+
+def _prefix(sig, here):
+    out = []
+    for item in sig:
+        if item[0] == "op":
+            out.append(("op", item[1], (here, *item[2]), *item[3:]))
+        elif item[0] == "loop":
+            out.append(("loop", tuple(_prefix(item[1], here))))
+        else:
+            out.append(("alt", *(tuple(_prefix(s, here)) for s in item[1:])))
+    return out
+
+
+def _mark(sig, if_node, ctx):
+    """Tag each op reached under a rank test with that test (innermost
+    kept), so that a finding names the branch that parts the ranks."""
+    out = []
+    for item in sig:
+        if item[0] == "op":
+            guards = item[3] if len(item) > 3 else ()
+            out.append(("op", item[1], item[2],
+                        (*guards, (id(ctx.scope), if_node))))
+        elif item[0] == "loop":
+            out.append(("loop", tuple(_mark(item[1], if_node, ctx))))
+        else:
+            out.append(("alt", *(tuple(_mark(s, if_node, ctx))
+                                 for s in item[1:])))
+    return out
+
+
+def shape(sig):
+    """The signature without where each op was reached: what two ranks'
+    signatures must share."""
+    out = []
+    for item in sig:
+        if item[0] == "op":
+            out.append(item[1])
+        else:
+            out.append((item[0], *(shape(s) for s in item[1:])))
+    return tuple(out)
+
+
+def first_difference(a, b):
+    """The first op where two ranks' signatures part: (op in a or None,
+    op in b or None)."""
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else None
+        y = b[i] if i < len(b) else None
+        if x is not None and y is not None and shape((x,)) == shape((y,)):
+            continue
+        if (x is not None and y is not None and x[0] == y[0] != "op"
+                and len(x) == len(y)):
+            for sx, sy in zip(x[1:], y[1:], strict=True):
+                if shape(sx) != shape(sy):
+                    return first_difference(sx, sy)
+        return _first_op(x), _first_op(y)
+    return None, None
+
+
+def _first_op(item):
+    if item is None:
+        return None
+    if item[0] == "op":
+        return item
+    for sub in item[1:]:
+        for inner in sub:
+            op = _first_op(inner)
+            if op:
+                return op
+    return None
