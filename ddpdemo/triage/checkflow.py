@@ -23,6 +23,7 @@ import re
 RANKS = (0, 1, 2, 3)
 UNK = "<unknown>"          # a value the check cannot know
 DDPV = "<ddp model>"       # a DistributedDataParallel object
+_INT = re.compile(r"-?\d+")
 _CAP = 8                   # most values kept per expression
 _DEPTH = 12                # deepest call chain followed
 
@@ -77,14 +78,10 @@ class Module:
         self.from_dist = set()     # `from torch.distributed import x`
         self.imports = {}          # local name -> module name
         self.calls = []
-        self.calls_under = {}      # id(node) -> the calls inside it
-        parent = {}
         stack = [tree]
-        while stack:               # one walk: imports, calls, parents
+        while stack:               # one walk: imports and calls
             node = stack.pop()
-            for child in ast.iter_child_nodes(node):
-                parent[id(child)] = node
-                stack.append(child)
+            stack.extend(ast.iter_child_nodes(node))
             if isinstance(node, ast.Call):
                 self.calls.append(node)
             elif isinstance(node, ast.Import):
@@ -102,14 +99,6 @@ class Module:
                         self.from_dist.add(name)
                     self.imports[name] = f"{mod}.{a.name}"
         self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
-        for call in self.calls:
-            node = call
-            while node is not None:
-                self.calls_under.setdefault(id(node), []).append(call)
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                     ast.ClassDef, ast.Lambda)):
-                    break
-                node = parent.get(id(node))
 
     def is_collective(self, call):
         """The op's name when `call` is a torch.distributed collective."""
@@ -223,6 +212,9 @@ class Program:
         self._calls = {}
         self.truths = {}         # (id(if), r, scope) -> truth set
         self.ddp_attrs = set()   # `self.model` = DDP(...) anywhere
+        # Whether any file wraps a model in DDP: else no call is a DDP
+        # forward (a model wrapped in a file not given is not seen).
+        self.has_ddp = any(_is_ddp_call(c) for m in modules for c in m.calls)
         for module in modules:
             self.scopes[id(module.tree)] = Scope(module, module.tree)
             self._collect(module, module.tree.body, None,
@@ -444,8 +436,9 @@ class Program:
                 self.truths[(id(stmt), ctx.r, id(ctx.scope))] = t
                 if t == {True} or t == {False}:
                     branch = stmt.body if True in t else stmt.orelse
-                    sig, end = self.walk(branch, ctx, depth, stack)
-                    out.extend(_mark(sig, stmt, ctx))
+                    inner = ctx.guarded((id(ctx.scope), stmt))
+                    sig, end = self.walk(branch, inner, depth, stack)
+                    out.extend(sig)
                     if end:
                         return tuple(out), end
                     continue
@@ -514,19 +507,14 @@ class Program:
         out = []
         for call in self.calls_in(node):
             op = ctx.scope.module.is_collective(call)
+            here = (ctx.scope.module.path, call.lineno, _fname(ctx.scope))
+            if not op and _is_ddp_call(call):
+                op = "DDP(model)"
+            if not op and self.may_be_model(call.func, ctx) and \
+                    DDPV in self.value(call.func, ctx):
+                op = "DDP forward"
             if op:
-                out.append(("op", op, ((ctx.scope.module.path, call.lineno,
-                                        _fname(ctx.scope)),)))
-                continue
-            if DDPV in self.value(call.func, ctx):
-                out.append(("op", "DDP forward",
-                            ((ctx.scope.module.path, call.lineno,
-                              _fname(ctx.scope)),)))
-                continue
-            if _is_ddp_call(call):
-                out.append(("op", "DDP(model)",
-                            ((ctx.scope.module.path, call.lineno,
-                              _fname(ctx.scope)),)))
+                out.append(("op", op, (here,), ctx.guards))
                 continue
             target = self.resolve(call, ctx)
             if target is None:
@@ -534,17 +522,31 @@ class Program:
             _, fn_node, _ = target
             bound = self.bind(fn_node, call, ctx)
             sig = self.signature(fn_node, bound, ctx.r, depth + 1, stack)
-            here = (ctx.scope.module.path, call.lineno, _fname(ctx.scope))
-            out.extend(_prefix(sig, here))
+            out.extend(_prefix(sig, here, ctx.guards))
         return out
+
+    def may_be_model(self, func, ctx):
+        """Whether a called expression can be a DDP model: a name or an
+        attribute of one, not a function of an imported module
+        (`torch.zeros`, `os.path.join`)."""
+        if not self.has_ddp:
+            return False
+        base = func
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        return (isinstance(base, ast.Name)
+                and base.id not in ctx.scope.module.imports
+                and not (isinstance(func, ast.Name)
+                         and func.id in self.functions))
 
     def calls_in(self, node):
         """The calls in a statement or expression, in source order."""
-        for module in self.modules:
-            found = module.calls_under.get(id(node))
-            if found is not None:
-                return found
-        return ()
+        key = id(node)
+        if key not in self._calls:
+            calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+            calls.sort(key=lambda c: (c.lineno, c.col_offset))
+            self._calls[key] = calls
+        return self._calls[key]
 
     def bind(self, fn_node, call, ctx):
         """The callee's parameters, each with its values on this rank."""
@@ -570,13 +572,19 @@ class Ctx:
     """Where a value is read: which scope, at which statement, on which
     rank, with which parameter values bound."""
 
-    def __init__(self, program, scope, r, bound, line=0, where=None):
+    def __init__(self, program, scope, r, bound, line=0, where=None,
+                 guards=()):
         self.program, self.scope, self.r = program, scope, r
         self.bound, self.line, self.where = bound, line, where
+        self.guards = guards   # the rank tests taken, (scope id, if)
 
     def at_stmt(self, stmt):
         return Ctx(self.program, self.scope, self.r, self.bound,
-                   stmt.lineno, self.scope.paths.get(id(stmt)))
+                   stmt.lineno, self.scope.paths.get(id(stmt)), self.guards)
+
+    def guarded(self, guard):
+        return Ctx(self.program, self.scope, self.r, self.bound, self.line,
+                   self.where, (*self.guards, guard))
 
     def at(self, scope, line, where=None):
         return Ctx(self.program, scope, self.r,
@@ -656,7 +664,7 @@ def _cmp(op, a, b):
 
 
 def _norm(v):
-    if isinstance(v, str) and re.fullmatch(r"-?\d+", v):
+    if isinstance(v, str) and _INT.fullmatch(v):
         return int(v)
     if isinstance(v, tuple):
         return tuple(_norm(x) for x in v)
@@ -706,31 +714,17 @@ def _fname(scope):
     return getattr(node, "name", "<module>")
 
 
-def _prefix(sig, here):
+def _prefix(sig, here, guards):
+    """A callee's signature as its caller sees it: each op reached
+    through the call at `here`, under the caller's rank tests."""
     out = []
     for item in sig:
         if item[0] == "op":
-            out.append(("op", item[1], (here, *item[2]), *item[3:]))
+            out.append(("op", item[1], (here, *item[2]), guards))
         elif item[0] == "loop":
-            out.append(("loop", tuple(_prefix(item[1], here))))
+            out.append(("loop", tuple(_prefix(item[1], here, guards))))
         else:
-            out.append(("alt", *(tuple(_prefix(s, here)) for s in item[1:])))
-    return out
-
-
-def _mark(sig, if_node, ctx):
-    """Tag each op reached under a rank test with that test (innermost
-    kept), so that a finding names the branch that parts the ranks."""
-    out = []
-    for item in sig:
-        if item[0] == "op":
-            guards = item[3] if len(item) > 3 else ()
-            out.append(("op", item[1], item[2],
-                        (*guards, (id(ctx.scope), if_node))))
-        elif item[0] == "loop":
-            out.append(("loop", tuple(_mark(item[1], if_node, ctx))))
-        else:
-            out.append(("alt", *(tuple(_mark(s, if_node, ctx))
+            out.append(("alt", *(tuple(_prefix(s, here, guards))
                                  for s in item[1:])))
     return out
 

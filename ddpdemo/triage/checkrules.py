@@ -403,20 +403,15 @@ def seeds(program):
 
 
 def _path_of(scope, node):
-    """The statement lists enclosing `node` (its statement's)."""
-    stmts = getattr(scope, "stmt_of", None)
-    if stmts is None:
-        stmts = scope.stmt_of = {}
-        depth = {}
-        for stmt in _own_nodes(scope):
-            if isinstance(stmt, ast.stmt):
-                d = len(scope.paths.get(id(stmt), ((),))[0])
-                for sub in ast.walk(stmt):    # the innermost statement
-                    if depth.get(id(sub), -1) < d:
-                        stmts[id(sub)], depth[id(sub)] = stmt, d
-    stmt = stmts.get(id(node))
-    where = scope.paths.get(id(stmt)) if stmt is not None else None
-    return where[0] if where else ()
+    """The statement lists enclosing `node`: its innermost statement's."""
+    best = ()
+    for stmt in _own_nodes(scope):
+        if (isinstance(stmt, ast.stmt)
+                and stmt.lineno <= node.lineno <= stmt.end_lineno):
+            where = scope.paths.get(id(stmt))
+            if where and len(where[0]) > len(best):
+                best = where[0]
+    return best
 
 
 CUDA_CALLS = {"synchronize", "empty_cache", "memory_allocated",
