@@ -144,6 +144,44 @@ def test_calls_are_followed_across_the_files_given(tmp_path):
     assert check.check([str(tmp_path / "train.py")]) == []   # not given
 
 
+HF_PAIRS = """
+import torch
+
+
+def load_and_cache_examples(args, tokenizer, evaluate=False):
+    if args.local_rank not in [-1, 0] and not evaluate:
+        torch.distributed.barrier()
+    dataset = tokenizer(evaluate)
+    if args.local_rank == 0 and not evaluate:
+        torch.distributed.barrier()
+    return dataset
+
+
+def evaluate(args, model, tokenizer):
+    return load_and_cache_examples(args, tokenizer, evaluate={flag})
+
+
+def main(args, tokenizer, model):
+    if args.local_rank not in [-1, 0]:
+        torch.distributed.barrier()
+    model = model.load()
+    if args.local_rank == 0:
+        torch.distributed.barrier()
+    dataset = load_and_cache_examples(args, tokenizer, evaluate=False)
+    if args.do_eval and args.local_rank in [-1, 0]:
+        evaluate(args, model, tokenizer)
+"""
+
+
+def test_paired_barriers_and_a_keyword_that_skips_them(tmp_path):
+    """The pattern of Hugging Face's older example scripts: barriers
+    paired across two rank tests, and `evaluate=True` skipping them on
+    rank 0; with `evaluate=False` rank 0 would wait alone."""
+    assert run(tmp_path, HF_PAIRS.format(flag="True")) == []
+    assert rules(tmp_path, HF_PAIRS.format(flag="False")) == {
+        "collective-on-some-ranks"}
+
+
 # -- ddp-forward-on-some-ranks ------------------------------------------
 
 DDP_VAL = """
@@ -236,6 +274,45 @@ def test_a_stop_broadcast_to_every_rank_is_clean(tmp_path):
     unshared = source.replace("dist.broadcast_object_list(box, 0)", "pass")
     unshared = unshared.replace("stop = box[0]", "pass")
     assert rules(tmp_path, unshared) == {"lone-decision"}
+
+
+def test_continue_before_backward_only(tmp_path):
+    source = """
+    import torch
+
+
+    def train(model, loader, opt):
+        for batch in loader:
+            loss = model(batch).sum()
+            {first}
+            {second}
+            opt.step()
+    """
+    skip = "if not torch.isfinite(loss):\n                continue"
+    assert rules(tmp_path, source.format(first=skip,
+                                         second="loss.backward()")) == {
+        "lone-decision"}
+    assert run(tmp_path, source.format(first="loss.backward()",
+                                       second=skip)) == []
+
+
+def test_sharing_a_copy_does_not_share_the_original(tmp_path):
+    source = """
+    import torch.distributed as dist
+
+
+    def train(model, loader):
+        for batch in loader:
+            loss = model(batch).sum()
+            copy = loss.detach().clone()
+            dist.all_reduce(copy)
+            if {test}:
+                break
+            loss.backward()
+    """
+    assert run(tmp_path, source.format(test="copy.item() > 10")) == []
+    assert rules(tmp_path, source.format(test="loss.item() > 10")) == {
+        "lone-decision"}
 
 
 # -- sampler-without-set-epoch ------------------------------------------

@@ -209,6 +209,7 @@ class Program:
         self.scopes = {}         # id(def node or module) -> Scope
         self.parents = {}        # id(def node) -> enclosing Scope
         self._memo = {}
+        self._touched = False
         self._calls = {}
         self.truths = {}         # (id(if), r, scope) -> truth set
         self.ddp_attrs = set()   # `self.model` = DDP(...) anywhere
@@ -275,7 +276,7 @@ class Program:
             if (dotted(node.value) in ("os.environ", "environ")
                     and isinstance(key, ast.Constant)
                     and "RANK" in str(key.value).upper()):
-                return frozenset({ctx.r})
+                return self._rank(ctx)
             return unk
         if isinstance(node, ast.Compare):
             return self._compare(node, ctx, depth)
@@ -299,6 +300,14 @@ class Program:
             return out
         return unk
 
+    def _rank(self, ctx):
+        self._touched = True      # this walk read a rank: per rank
+        return frozenset({ctx.r})
+
+    def _main(self, ctx):
+        self._touched = True
+        return frozenset({ctx.r == 0})
+
     def _name(self, node, ctx, depth):
         key = node.id if isinstance(node, ast.Name) else dotted(node)
         name = last_name(node)
@@ -318,14 +327,14 @@ class Program:
                             sub = ctx.at(scope, line, (path, ifs))
                             out |= self.value(value, sub, depth + 1)
                     if RANK_NAME.search(name or "") and out == {UNK}:
-                        return frozenset({ctx.r})
+                        return self._rank(ctx)
                     return out
                 if own and key in scope.params:
                     break          # an unbound parameter: by its name
         if name and RANK_NAME.search(name):
-            return frozenset({ctx.r})
+            return self._rank(ctx)
         if name in MAIN_NAMES:
-            return frozenset({ctx.r == 0})
+            return self._main(ctx)
         if isinstance(node, ast.Attribute) and node.attr in self.ddp_attrs:
             return frozenset({DDPV})
         return frozenset({UNK})
@@ -334,9 +343,9 @@ class Program:
         func = node.func
         name = last_name(func)
         if name in RANK_CALLS:
-            return frozenset({ctx.r})
+            return self._rank(ctx)
         if name in MAIN_NAMES:
-            return frozenset({ctx.r == 0})
+            return self._main(ctx)
         if name in DDP_NAMES:
             return frozenset({DDPV})
         if name in ("int", "str") and node.args:
@@ -347,7 +356,7 @@ class Program:
                 and "RANK" in str(node.args[0].value).upper()
                 and (name == "getenv" or
                      dotted(func.value) in ("os.environ", "environ"))):
-            return frozenset({ctx.r})
+            return self._rank(ctx)
         return frozenset({UNK})
 
     def _compare(self, node, ctx, depth):
@@ -410,15 +419,20 @@ class Program:
     def signature(self, fn_node, bound, r, depth=0, stack=()):
         """Per rank r: the collectives `fn_node`'s body reaches, as a
         tuple of ("op", name, chain) / ("loop", sig) / ("alt", a, b)."""
-        key = (id(fn_node), tuple(sorted(bound.items())), r)
-        if key in self._memo:
-            return self._memo[key]
+        bound_key = tuple(sorted(bound.items()))
+        key, any_rank = (id(fn_node), bound_key, r), (id(fn_node), bound_key)
+        for k in (any_rank, key):
+            if k in self._memo:
+                return self._memo[k]
         if depth > _DEPTH or id(fn_node) in stack:
             return ()
         scope = self.scopes[id(fn_node)]
         ctx = Ctx(self, scope, r, bound)
+        outer, self._touched = self._touched, False
         sig, _ = self.walk(scope.body, ctx, depth, (*stack, id(fn_node)))
-        self._memo[key] = sig
+        # A walk that read no rank is the same on every rank.
+        self._memo[key if self._touched else any_rank] = sig
+        self._touched = self._touched or outer
         return sig
 
     def walk(self, stmts, ctx, depth, stack):

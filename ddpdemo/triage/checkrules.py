@@ -83,9 +83,28 @@ def rank_branches(program):
                 if key in seen:
                     continue
                 seen.add(key)
-                takers = [q for q in RANKS
-                          if True in _truth(program, scope, guard, q)]
-                yield _branch_finding(scope, op, guard, takers, sigs)
+                yield _branch_finding(scope, op, guard,
+                                      _who(program, scope, guard, op))
+
+
+def _who(program, scope, guard, op):
+    """How the ranks part at `guard`, in words: which ranks can take
+    the branch that holds `op`, or which leave before it."""
+    line = op[2][0][1]
+    field = ("body" if any(s.lineno <= line <= s.end_lineno
+                           for s in guard.body) else "orelse")
+    inside = guard.lineno <= line <= guard.end_lineno
+    if inside:
+        takers = [r for r in RANKS
+                  if _branch_truth(program, scope, guard, field, r)
+                  != {False}]
+        return f"which only {_ranks_text(takers)} of 4 can take"
+    leave = "body" if _leaves(guard.body) or (
+        guard.body and isinstance(guard.body[-1], ast.Raise)) else "orelse"
+    leavers = [r for r in RANKS
+               if _branch_truth(program, scope, guard, leave, r) == {True}]
+    return (f"where {_ranks_text(leavers)} of 4 leave before it" if leavers
+            else "where some ranks leave before it")
 
 
 def _truth(program, scope, if_node, r):
@@ -121,14 +140,12 @@ def _guard(program, scope, scope_id, op):
     return best
 
 
-def _branch_finding(scope, op, guard, takers, sigs):
+def _branch_finding(scope, op, guard, who):
     name, chain = op[1], op[2]
     module = scope.module
     line = chain[0][1]
     where = f" (through {_chain(chain)})" if len(chain) > 1 else ""
     test = _src(module, guard)
-    who = (f"true on {_ranks_text(takers)} of 4" if takers
-           else "not true on every rank")
     if name == "DDP forward":
         return (module, line, "ddp-forward-on-some-ranks",
                 f"the DDP model is called under `{test}` (line "
@@ -166,6 +183,10 @@ def lone_decisions(program):
                 if any(_never(program, scope, i, f) for i, f in
                        (*outer, (if_node, field))):
                     continue        # not taken in a distributed run
+                if kind == "continue" and not _syncs(
+                        program, scope, [s for s in node.body
+                                         if s.lineno > if_node.end_lineno]):
+                    continue        # nothing to wait in after it
                 split = next((i for i, f in reversed(outer)
                               if _parts(program, scope, i, f)), None)
                 if split is not None:
@@ -272,10 +293,8 @@ def _shared_names(scope):
                     continue
                 used = {n.id for n in ast.walk(value)
                         if isinstance(n, ast.Name)}
-                if used & shared:
+                if used & shared:       # made from a shared value
                     shared.add(key)
-                if key in shared:
-                    shared |= used
     return shared
 
 
