@@ -18,9 +18,13 @@ What it cannot know (a branch on data) it keeps as structure on every
 rank alike, so it never makes two ranks differ.
 """
 import ast
+import operator
 import re
 
 RANKS = (0, 1, 2, 3)
+# Simple statements that end a walk, and how.
+_ENDS = {ast.Return: "return", ast.Raise: "return", ast.Break: "break",
+         ast.Continue: "continue"}
 UNK = "<unknown>"          # a value the check cannot know
 DDPV = "<ddp model>"       # a DistributedDataParallel object
 _INT = re.compile(r"-?\d+")
@@ -84,21 +88,25 @@ class Module:
             stack.extend(ast.iter_child_nodes(node))
             if isinstance(node, ast.Call):
                 self.calls.append(node)
-            elif isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name == "torch.distributed" and a.asname:
-                        self.dist.add(a.asname)
-                    self.imports[a.asname or a.name] = a.name
-            elif isinstance(node, ast.ImportFrom):
-                mod = node.module or ""
-                for a in node.names:
-                    name = a.asname or a.name
-                    if mod == "torch" and a.name == "distributed":
-                        self.dist.add(name)
-                    elif mod.startswith("torch.distributed"):
-                        self.from_dist.add(name)
-                    self.imports[name] = f"{mod}.{a.name}"
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                self._imported(node)
         self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
+
+    def _imported(self, node):
+        """Note the names an import binds, torch.distributed's above all."""
+        mod = getattr(node, "module", None) or ""
+        for a in node.names:
+            name = a.asname or a.name
+            if isinstance(node, ast.Import):
+                if a.name == "torch.distributed" and a.asname:
+                    self.dist.add(a.asname)
+                self.imports[name] = a.name
+                continue
+            if mod == "torch" and a.name == "distributed":
+                self.dist.add(name)
+            elif mod.startswith("torch.distributed"):
+                self.from_dist.add(name)
+            self.imports[name] = f"{mod}.{a.name}"
 
     def is_collective(self, call):
         """The op's name when `call` is a torch.distributed collective."""
@@ -163,29 +171,29 @@ class Scope:
                 self._index(case.body, path, ifs)
 
     def _record(self, stmt, path, ifs):
-        def add(target, value):
-            if isinstance(target, ast.Name):
-                self.defs.setdefault(target.id, []).append(
-                    (stmt.lineno, path, value, ifs))
-            elif isinstance(target, ast.Attribute):
-                key = dotted(target)
-                if key:
-                    self.defs.setdefault(key, []).append(
-                        (stmt.lineno, path, value, ifs))
-            elif isinstance(target, (ast.Tuple, ast.List)):
-                for t in target.elts:
-                    add(t, UNK)
         if isinstance(stmt, ast.Assign):
-            for target in stmt.targets:
-                add(target, stmt.value)
+            pairs = [(t, stmt.value) for t in stmt.targets]
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            add(stmt.target, stmt.value)
+            pairs = [(stmt.target, stmt.value)]
         elif isinstance(stmt, (ast.AugAssign, ast.For, ast.AsyncFor)):
-            add(stmt.target, UNK)
+            pairs = [(stmt.target, UNK)]
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            for item in stmt.items:
-                if item.optional_vars is not None:
-                    add(item.optional_vars, UNK)
+            pairs = [(i.optional_vars, UNK) for i in stmt.items
+                     if i.optional_vars is not None]
+        else:
+            return
+        for target, value in pairs:
+            self._add(target, value, (stmt.lineno, path, ifs))
+
+    def _add(self, target, value, where):
+        line, path, ifs = where
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                self._add(t, UNK, where)
+            return
+        key = dotted(target)
+        if key:
+            self.defs.setdefault(key, []).append((line, path, value, ifs))
 
     def reaching(self, key, line, where):
         """The assignments of `key` a use at `line` can see: the last one
@@ -211,7 +219,6 @@ class Program:
         self._memo = {}
         self._touched = False
         self._calls = {}
-        self.truths = {}         # (id(if), r, scope) -> truth set
         self.ddp_attrs = set()   # `self.model` = DDP(...) anywhere
         # Whether any file wraps a model in DDP: else no call is a DDP
         # forward (a model wrapped in a file not given is not seen).
@@ -251,54 +258,73 @@ class Program:
         return got if len(got) <= _CAP else frozenset({UNK})
 
     def _value(self, node, ctx, depth):
-        unk = frozenset({UNK})
         if depth > 20:
-            return unk
+            return frozenset({UNK})
         if isinstance(node, ast.Constant):
             return frozenset({node.value})
-        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            elts = []
-            for e in node.elts:
-                vals = self.value(e, ctx, depth + 1)
-                if len(vals) != 1 or UNK in vals:
-                    return unk
-                elts.extend(vals)
-            try:
-                return frozenset({tuple(elts)})
-            except TypeError:
-                return unk
-        if isinstance(node, (ast.Name, ast.Attribute)):
-            return self._name(node, ctx, depth)
-        if isinstance(node, ast.Call):
-            return self._call_value(node, ctx, depth)
-        if isinstance(node, ast.Subscript):
-            key = node.slice
-            if (dotted(node.value) in ("os.environ", "environ")
-                    and isinstance(key, ast.Constant)
-                    and "RANK" in str(key.value).upper()):
-                return self._rank(ctx)
-            return unk
-        if isinstance(node, ast.Compare):
-            return self._compare(node, ctx, depth)
-        if isinstance(node, ast.BoolOp):
-            return self._boolop(node, ctx, depth)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return frozenset(UNK if v is UNK else not v
-                             for v in self.value(node.operand, ctx, depth + 1))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return frozenset(-v if isinstance(v, int) else UNK
-                             for v in self.value(node.operand, ctx, depth + 1))
-        if isinstance(node, ast.BinOp):
-            return self._binop(node, ctx, depth)
-        if isinstance(node, ast.IfExp):
-            test = truth(self.value(node.test, ctx, depth + 1))
-            out = frozenset()
-            if True in test or UNK in test:
-                out |= self.value(node.body, ctx, depth + 1)
-            if False in test or UNK in test:
-                out |= self.value(node.orelse, ctx, depth + 1)
-            return out
-        return unk
+        kind = type(node).__name__
+        if isinstance(node, ast.UnaryOp):
+            kind = type(node.op).__name__
+        method = getattr(self, f"_v_{kind}", None)
+        return method(node, ctx, depth) if method else frozenset({UNK})
+
+    # One method per kind of expression the check evaluates.
+
+    def _v_List(self, node, ctx, depth):
+        elts = []
+        for e in node.elts:
+            vals = self.value(e, ctx, depth + 1)
+            if len(vals) != 1 or UNK in vals:
+                return frozenset({UNK})
+            elts.extend(vals)
+        try:
+            return frozenset({tuple(elts)})
+        except TypeError:
+            return frozenset({UNK})
+
+    _v_Tuple = _v_Set = _v_List
+
+    def _v_Name(self, node, ctx, depth):
+        return self._name(node, ctx, depth)
+
+    _v_Attribute = _v_Name
+
+    def _v_Call(self, node, ctx, depth):
+        return self._call_value(node, ctx, depth)
+
+    def _v_Subscript(self, node, ctx, depth):
+        key = node.slice
+        if (dotted(node.value) in ("os.environ", "environ")
+                and isinstance(key, ast.Constant)
+                and "RANK" in str(key.value).upper()):
+            return self._rank(ctx)
+        return frozenset({UNK})
+
+    def _v_Compare(self, node, ctx, depth):
+        return self._compare(node, ctx, depth)
+
+    def _v_BoolOp(self, node, ctx, depth):
+        return self._boolop(node, ctx, depth)
+
+    def _v_Not(self, node, ctx, depth):
+        return frozenset(UNK if v is UNK else not v
+                         for v in self.value(node.operand, ctx, depth + 1))
+
+    def _v_USub(self, node, ctx, depth):
+        return frozenset(-v if isinstance(v, int) else UNK
+                         for v in self.value(node.operand, ctx, depth + 1))
+
+    def _v_BinOp(self, node, ctx, depth):
+        return self._binop(node, ctx, depth)
+
+    def _v_IfExp(self, node, ctx, depth):
+        test = truth(self.value(node.test, ctx, depth + 1))
+        out = frozenset()
+        if True in test or UNK in test:
+            out |= self.value(node.body, ctx, depth + 1)
+        if False in test or UNK in test:
+            out |= self.value(node.orelse, ctx, depth + 1)
+        return out
 
     def _rank(self, ctx):
         self._touched = True      # this walk read a rank: per rank
@@ -310,34 +336,38 @@ class Program:
 
     def _name(self, node, ctx, depth):
         key = node.id if isinstance(node, ast.Name) else dotted(node)
-        name = last_name(node)
+        name = last_name(node) or ""
         if isinstance(node, ast.Name) and key in ctx.bound:
             return ctx.bound[key]
-        if key is not None:
-            for scope in ctx.chain():
-                own = scope is ctx.scope
-                defs = scope.reaching(key, ctx.line if own else 10 ** 9,
-                                      ctx.where if own else None)
-                if defs:
-                    out = frozenset()
-                    for line, path, value, ifs in defs:
-                        if value is UNK:
-                            out |= {UNK}
-                        else:
-                            sub = ctx.at(scope, line, (path, ifs))
-                            out |= self.value(value, sub, depth + 1)
-                    if RANK_NAME.search(name or "") and out == {UNK}:
-                        return self._rank(ctx)
-                    return out
-                if own and key in scope.params:
-                    break          # an unbound parameter: by its name
-        if name and RANK_NAME.search(name):
+        found = self._assigned(key, ctx, depth) if key else None
+        if found is not None:
+            if RANK_NAME.search(name) and found == {UNK}:
+                return self._rank(ctx)
+            return found
+        if RANK_NAME.search(name):
             return self._rank(ctx)
         if name in MAIN_NAMES:
             return self._main(ctx)
         if isinstance(node, ast.Attribute) and node.attr in self.ddp_attrs:
             return frozenset({DDPV})
         return frozenset({UNK})
+
+    def _assigned(self, key, ctx, depth):
+        """The values of the assignments of `key` that reach this use, in
+        this scope or the ones around it; None if none does."""
+        for scope in ctx.chain():
+            own = scope is ctx.scope
+            defs = scope.reaching(key, ctx.line if own else 10 ** 9,
+                                  ctx.where if own else None)
+            if defs:
+                out = frozenset()
+                for line, path, value, ifs in defs:
+                    out |= ({UNK} if value is UNK else self.value(
+                        value, ctx.at(scope, line, (path, ifs)), depth + 1))
+                return out
+            if own and key in scope.params:
+                return None        # an unbound parameter: by its name
+        return None
 
     def _call_value(self, node, ctx, depth):
         func = node.func
@@ -444,76 +474,72 @@ class Program:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
                                  ast.ClassDef)):
                 continue
-            if isinstance(stmt, ast.If):
-                out.extend(self.calls(stmt.test, ctx, depth, stack))
-                t = truth(ctx.value(stmt.test))
-                self.truths[(id(stmt), ctx.r, id(ctx.scope))] = t
-                if t == {True} or t == {False}:
-                    branch = stmt.body if True in t else stmt.orelse
-                    inner = ctx.guarded((id(ctx.scope), stmt))
-                    sig, end = self.walk(branch, inner, depth, stack)
-                    out.extend(sig)
-                    if end:
-                        return tuple(out), end
-                    continue
-                a, end_a = self.walk(stmt.body, ctx, depth, stack)
-                b, end_b = self.walk(stmt.orelse, ctx, depth, stack)
-                if a or b:
-                    out.append(("alt", a, b))
-                if end_a and end_b:
-                    return tuple(out), end_a
-                continue
-            if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
-                head = stmt.iter if not isinstance(stmt, ast.While) \
-                    else stmt.test
-                out.extend(self.calls(head, ctx, depth, stack))
-                body, end = self.walk(stmt.body, ctx, depth, stack)
-                if body:
-                    out.append(("loop", body))
-                if end == "return":
-                    return tuple(out), end
-                tail, _ = self.walk(stmt.orelse, ctx, depth, stack)
-                out.extend(tail)
-                continue
-            if isinstance(stmt, (ast.With, ast.AsyncWith)):
-                for item in stmt.items:
-                    out.extend(self.calls(item.context_expr, ctx, depth,
-                                          stack))
-                sig, end = self.walk(stmt.body, ctx, depth, stack)
+            step = getattr(self, f"_w_{type(stmt).__name__}", None)
+            if step is None:
+                out.extend(self.calls(stmt, ctx, depth, stack))
+                end = _ENDS.get(type(stmt))
+            else:
+                sig, end = step(stmt, ctx, depth, stack)
                 out.extend(sig)
-                if end:
-                    return tuple(out), end
-                continue
-            if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-                sig, end = self.walk(stmt.body, ctx, depth, stack)
-                out.extend(sig)
-                for h in stmt.handlers:
-                    if h.body and isinstance(h.body[-1], ast.Raise):
-                        continue    # an error path: the rank leaves
-                    hs, _ = self.walk(h.body, ctx, depth, stack)
-                    if hs:
-                        out.append(("alt", hs, ()))
-                tail, _ = self.walk(stmt.orelse + stmt.finalbody, ctx,
-                                    depth, stack)
-                out.extend(tail)
-                if end:
-                    return tuple(out), end
-                continue
-            if isinstance(stmt, ast.Match):
-                alts = [self.walk(c.body, ctx, depth, stack)[0]
-                        for c in stmt.cases]
-                out.append(("alt", *alts))
-                continue
-            out.extend(self.calls(stmt, ctx, depth, stack))
-            if isinstance(stmt, ast.Return):
-                return tuple(out), "return"
-            if isinstance(stmt, ast.Break):
-                return tuple(out), "break"
-            if isinstance(stmt, ast.Continue):
-                return tuple(out), "continue"
-            if isinstance(stmt, ast.Raise):
-                return tuple(out), "return"
+            if end:
+                return tuple(out), end
         return tuple(out), None
+
+    # One method per compound statement: (signature, how it ended).
+
+    def _w_If(self, stmt, ctx, depth, stack):
+        out = self.calls(stmt.test, ctx, depth, stack)
+        t = truth(ctx.value(stmt.test))
+        if t in ({True}, {False}):
+            branch = stmt.body if True in t else stmt.orelse
+            inner = ctx.guarded((id(ctx.scope), stmt))
+            sig, end = self.walk(branch, inner, depth, stack)
+            return [*out, *sig], end
+        a, end_a = self.walk(stmt.body, ctx, depth, stack)
+        b, end_b = self.walk(stmt.orelse, ctx, depth, stack)
+        if a or b:
+            out.append(("alt", a, b))
+        return out, (end_a if end_a and end_b else None)
+
+    def _w_For(self, stmt, ctx, depth, stack):
+        head = stmt.test if isinstance(stmt, ast.While) else stmt.iter
+        out = self.calls(head, ctx, depth, stack)
+        body, end = self.walk(stmt.body, ctx, depth, stack)
+        if body:
+            out.append(("loop", body))
+        if end == "return":
+            return out, end
+        tail, _ = self.walk(stmt.orelse, ctx, depth, stack)
+        return [*out, *tail], None
+
+    _w_AsyncFor = _w_While = _w_For
+
+    def _w_With(self, stmt, ctx, depth, stack):
+        out = []
+        for item in stmt.items:
+            out.extend(self.calls(item.context_expr, ctx, depth, stack))
+        sig, end = self.walk(stmt.body, ctx, depth, stack)
+        return [*out, *sig], end
+
+    _w_AsyncWith = _w_With
+
+    def _w_Try(self, stmt, ctx, depth, stack):
+        sig, end = self.walk(stmt.body, ctx, depth, stack)
+        out = list(sig)
+        for h in stmt.handlers:
+            if h.body and isinstance(h.body[-1], ast.Raise):
+                continue    # an error path: the rank leaves
+            hs, _ = self.walk(h.body, ctx, depth, stack)
+            if hs:
+                out.append(("alt", hs, ()))
+        tail, _ = self.walk(stmt.orelse + stmt.finalbody, ctx, depth, stack)
+        return [*out, *tail], end
+
+    _w_TryStar = _w_Try
+
+    def _w_Match(self, stmt, ctx, depth, stack):
+        alts = [self.walk(c.body, ctx, depth, stack)[0] for c in stmt.cases]
+        return [("alt", *alts)], None
 
     def calls(self, node, ctx, depth, stack):
         """The collectives of the calls in one statement or expression,
@@ -647,34 +673,24 @@ def _as_int(v):
     return v
 
 
+_OPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne,
+        ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+        ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
+        ast.GtE: operator.ge}
+
+
 def _cmp(op, a, b):
     if a is UNK or b is UNK or a == UNK or b == UNK:
         return UNK
     a, b = _norm(a), _norm(b)
+    if isinstance(op, (ast.Is, ast.IsNot)):
+        if a is not None and b is not None:
+            return UNK
+        return (a is b) == isinstance(op, ast.Is)
     try:
-        if isinstance(op, ast.Eq):
-            return a == b
-        if isinstance(op, ast.NotEq):
-            return a != b
-        if isinstance(op, ast.In):
-            return a in b
-        if isinstance(op, ast.NotIn):
-            return a not in b
-        if isinstance(op, ast.Lt):
-            return a < b
-        if isinstance(op, ast.LtE):
-            return a <= b
-        if isinstance(op, ast.Gt):
-            return a > b
-        if isinstance(op, ast.GtE):
-            return a >= b
-        if isinstance(op, ast.Is):
-            return a is b if a is None or b is None else UNK
-        if isinstance(op, ast.IsNot):
-            return a is not b if a is None or b is None else UNK
-    except TypeError:
+        return _OPS[type(op)](a, b)
+    except (TypeError, KeyError):
         return UNK
-    return UNK
 
 
 def _norm(v):

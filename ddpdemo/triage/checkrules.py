@@ -166,48 +166,53 @@ def _branch_finding(scope, op, guard, who):
 # -- decisions one rank takes alone --------------------------------------
 
 def lone_decisions(program):
-    """lone-decision: `break`/`continue`/`return` under a test of a value
-    each rank has its own of (a loss, a NaN test, a value set on some
-    ranks only), when no collective shared it, in a loop (or before the
-    rest of a function) that reaches a collective or a backward."""
+    """lone-decision: `break`/`continue`/`return` in a loop that reaches
+    a collective or a backward, under a rank test, or under a test of a
+    value each rank has its own of (a loss, a NaN test, a value set on
+    some ranks only) that no collective shared first."""
     for scope in program.scopes.values():
         shared = None
         for node in _own_nodes(scope):
-            if not isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
+            if not isinstance(node, (ast.For, ast.While, ast.AsyncFor)) \
+                    or not _syncs(program, scope, node.body):
                 continue
             if shared is None:
                 shared = _shared_names(scope)
-            if not _syncs(program, scope, node.body):
-                continue
-            for if_node, kind, field, outer in _exits(node.body, ()):
-                if any(_never(program, scope, i, f) for i, f in
-                       (*outer, (if_node, field))):
-                    continue        # not taken in a distributed run
-                if kind == "continue" and not _syncs(
-                        program, scope, [s for s in node.body
-                                         if s.lineno > if_node.end_lineno]):
-                    continue        # nothing to wait in after it
-                split = next((i for i, f in reversed(outer)
-                              if _parts(program, scope, i, f)), None)
-                if split is not None:
-                    yield (scope.module, if_node.lineno, "lone-decision",
-                           f"`{kind}` under `{_src(scope.module, split)}` "
-                           f"(line {split.lineno}): only some ranks can "
-                           f"take it, and the others wait in the loop's "
-                           f"next collective or backward",
-                           "decide on one rank, broadcast the decision "
-                           "(broadcast_object_list), and let every rank "
-                           "take it (YOLOv5's DDP early stopping)")
-                    continue
-                names = _per_rank(program, scope, if_node.test, shared)
-                if names:
-                    yield (scope.module, if_node.lineno, "lone-decision",
-                           f"`{kind}` under `{_src(scope.module, if_node)}`"
-                           f": {names} is this rank's own, so one rank can "
-                           f"leave the loop while the others wait in its "
-                           f"next collective or backward",
-                           "share the decision first (all_reduce a flag, "
-                           "e.g. with MAX) and let every rank take it")
+            for exit_ in _exits(node.body, ()):
+                found = _lone(program, scope, node, exit_, shared)
+                if found:
+                    yield found
+
+
+def _lone(program, scope, loop, exit_, shared):
+    """The finding for one exit of a loop, or None."""
+    if_node, kind, field, outer = exit_
+    if any(_never(program, scope, i, f)
+           for i, f in (*outer, (if_node, field))):
+        return None                 # not taken in a distributed run
+    if kind == "continue" and not _syncs(
+            program, scope, [s for s in loop.body
+                             if s.lineno > if_node.end_lineno]):
+        return None                 # nothing to wait in after it
+    split = next((i for i, f in reversed(outer)
+                  if _parts(program, scope, i, f)), None)
+    if split is not None:
+        return (scope.module, if_node.lineno, "lone-decision",
+                f"`{kind}` under `{_src(scope.module, split)}` (line "
+                f"{split.lineno}): only some ranks can take it, and the "
+                f"others wait in the loop's next collective or backward",
+                "decide on one rank, broadcast the decision "
+                "(broadcast_object_list), and let every rank take it "
+                "(YOLOv5's DDP early stopping)")
+    names = _per_rank(program, scope, if_node.test, shared)
+    if not names:
+        return None
+    return (scope.module, if_node.lineno, "lone-decision",
+            f"`{kind}` under `{_src(scope.module, if_node)}`: {names} is "
+            f"this rank's own, so one rank can leave the loop while the "
+            f"others wait in its next collective or backward",
+            "share the decision first (all_reduce a flag, e.g. with MAX) "
+            "and let every rank take it")
 
 
 def _branch_truth(program, scope, if_node, field, r):
@@ -376,6 +381,14 @@ def _distributed(program):
         for m in program.modules for c in _calls(m))
 
 
+def _seed_calls(program):
+    """(module, seeding call, whether its seed depends on the rank)."""
+    for module in program.modules:
+        for call in _calls(module):
+            if last_name(call.func) in SEEDS and call.args:
+                yield module, call, _rank_dependent(program, module, call)
+
+
 def seeds(program):
     """same-seed-on-every-rank: a seed that is a literal constant in a
     distributed script that augments at random; split-after-per-rank-
@@ -387,31 +400,26 @@ def seeds(program):
         re.search(r"\bRandom[A-Z]|random_perspective|RandAugment|"
                   r"TrivialAugment|AutoAugment", "\n".join(m.lines))
         for m in program.modules)
-    per_rank_seed = []
-    for module in program.modules:
-        for call in _calls(module):
-            if last_name(call.func) not in SEEDS or not call.args:
-                continue
-            if dotted(call.func) in ("parser.seed",):
-                continue
-            if _rank_dependent(program, module, call):
-                per_rank_seed.append((module, call.lineno))
-            elif (augments and isinstance(call.args[0], ast.Constant)
-                  and isinstance(call.args[0].value, int)):
-                yield (module, call.lineno, "same-seed-on-every-rank",
-                       f"`{_src(module, call)}` gives every rank the same "
-                       f"random stream: the same crops and flips on every "
-                       f"rank, step after step",
-                       "seed each rank differently for augmentation "
-                       "(`seed + rank`), keeping the sampler's own seed "
-                       "shared")
+    calls = list(_seed_calls(program))
+    for module, call, per_rank in calls:
+        if (augments and not per_rank
+                and isinstance(call.args[0], ast.Constant)
+                and isinstance(call.args[0].value, int)):
+            yield (module, call.lineno, "same-seed-on-every-rank",
+                   f"`{_src(module, call)}` gives every rank the same "
+                   f"random stream: the same crops and flips on every "
+                   f"rank, step after step",
+                   "seed each rank differently for augmentation "
+                   "(`seed + rank`), keeping the sampler's own seed "
+                   "shared")
+    seeded = [(m, c.lineno) for m, c, per_rank in calls if per_rank]
     for module in program.modules:
         for call in _calls(module):
             if (last_name(call.func) == "random_split"
                     and _kw(call, "generator") is None
                     and len(call.args) < 3
                     and any(m is module and line < call.lineno
-                            for m, line in per_rank_seed)):
+                            for m, line in seeded)):
                 yield (module, call.lineno, "split-after-per-rank-seed",
                        "random_split draws from the global generator, "
                        "seeded per rank above: each rank splits the data "
@@ -516,60 +524,71 @@ def _ddp_names(scope):
 def checkpoints(program):
     """load-without-map-location, save-ddp-wrapper,
     load-on-some-ranks-after-ddp."""
-    gpu = any(_cuda_use(c) or last_name(c.func) == "set_device"
-              for m in program.modules for c in _calls(m))
+    gpu = _distributed(program) and any(
+        _cuda_use(c) or last_name(c.func) == "set_device"
+        for m in program.modules for c in _calls(m))
     strips = any(("module." in line and ("replace" in line or "[7:]" in line
                                         or "startswith" in line))
                  or "consume_prefix_in_state_dict_if_present" in line
                  for m in program.modules for line in m.lines)
     for scope in program.scopes.values():
-        module = scope.module
         wrapped = _ddp_names(scope)
         for node in _own_nodes(scope):
             if not isinstance(node, ast.Call):
                 continue
-            name = last_name(node.func)
-            if (gpu and dotted(node.func) == "torch.load"
-                    and _kw(node, "map_location") is None
-                    and len(node.args) < 2 and _distributed(program)
-                    and not _maps_elsewhere(scope)):
-                yield (module, node.lineno, "load-without-map-location",
-                       "torch.load puts each tensor back on the device it "
-                       "was saved from: on every rank, cuda:0",
-                       "`torch.load(path, map_location=device)`")
-            if dotted(node.func) == "torch.save" and not strips:
-                for sub in ast.walk(node):
-                    if (isinstance(sub, ast.Call)
-                            and last_name(sub.func) == "state_dict"
-                            and isinstance(sub.func, ast.Attribute)):
-                        base = dotted(sub.func.value)
-                        if base in wrapped and \
-                                wrapped[base][0] < node.lineno:
-                            yield (module, node.lineno, "save-ddp-wrapper",
-                                   f"`{base}` is the DDP wrapper: its "
-                                   f"state_dict's keys start with "
-                                   f"`module.`, which a plain model's "
-                                   f"load_state_dict refuses",
-                                   f"save `{base}.module.state_dict()`")
-            if name == "load_state_dict" and isinstance(node.func,
-                                                        ast.Attribute):
-                base = dotted(node.func.value) or ""
-                for key, (line, inner) in wrapped.items():
-                    if line >= node.lineno or base.split(".module")[0] \
-                            not in (key, inner):
-                        continue
-                    guard = _rank_guard(program, scope, node)
-                    if guard is not None:
-                        yield (module, node.lineno,
-                               "load-on-some-ranks-after-ddp",
-                               f"weights loaded under `{_src(module, guard)}"
-                               f"` after DDP(...) (line {line}) wrapped the "
-                               f"model: DDP broadcast rank 0's weights at "
-                               f"wrapping, not now, so the ranks train "
-                               f"different models",
-                               "load on every rank (map_location) before "
-                               "wrapping, or load then wrap")
-                        break
+            if gpu:
+                yield from _load_without_map(scope, node)
+            if wrapped and not strips:
+                yield from _save_wrapper(scope, node, wrapped)
+            if wrapped:
+                yield from _load_on_some(program, scope, node, wrapped)
+
+
+def _load_without_map(scope, node):
+    if (dotted(node.func) == "torch.load"
+            and _kw(node, "map_location") is None
+            and len(node.args) < 2 and not _maps_elsewhere(scope)):
+        yield (scope.module, node.lineno, "load-without-map-location",
+               "torch.load puts each tensor back on the device it was "
+               "saved from: on every rank, cuda:0",
+               "`torch.load(path, map_location=device)`")
+
+
+def _save_wrapper(scope, node, wrapped):
+    if dotted(node.func) != "torch.save":
+        return
+    for sub in ast.walk(node):
+        if not (isinstance(sub, ast.Call)
+                and last_name(sub.func) == "state_dict"
+                and isinstance(sub.func, ast.Attribute)):
+            continue
+        base = dotted(sub.func.value)
+        if base in wrapped and wrapped[base][0] < node.lineno:
+            yield (scope.module, node.lineno, "save-ddp-wrapper",
+                   f"`{base}` is the DDP wrapper: its state_dict's keys "
+                   f"start with `module.`, which a plain model's "
+                   f"load_state_dict refuses",
+                   f"save `{base}.module.state_dict()`")
+
+
+def _load_on_some(program, scope, node, wrapped):
+    if not (last_name(node.func) == "load_state_dict"
+            and isinstance(node.func, ast.Attribute)):
+        return
+    base = (dotted(node.func.value) or "").split(".module")[0]
+    for key, (line, inner) in wrapped.items():
+        if line >= node.lineno or base not in (key, inner):
+            continue
+        guard = _rank_guard(program, scope, node)
+        if guard is not None:
+            yield (scope.module, node.lineno, "load-on-some-ranks-after-ddp",
+                   f"weights loaded under `{_src(scope.module, guard)}` "
+                   f"after DDP(...) (line {line}) wrapped the model: DDP "
+                   f"broadcast rank 0's weights at wrapping, not now, so "
+                   f"the ranks train different models",
+                   "load on every rank (map_location) before wrapping, "
+                   "or load then wrap")
+            return
 
 
 def _maps_elsewhere(scope):
@@ -621,34 +640,40 @@ def _rank_guard(program, scope, node):
 def reductions(program):
     """int-divide-after-all-reduce and reduce-read-off-dst."""
     for scope in program.scopes.values():
-        module = scope.module
         ints = _int_tensors(scope)
-        reduced = {}
+        reduced = {}        # tensor -> (op, line, dst)
         for node in sorted((n for n in _own_nodes(scope)
                             if hasattr(n, "lineno")),
                            key=lambda n: (n.lineno, n.col_offset)):
             if isinstance(node, ast.Call) and node.args:
-                op = module.is_collective(node)
-                target = dotted(node.args[0])
-                if op == "all_reduce" and target in ints:
-                    reduced[target] = ("all_reduce", node.lineno, None)
-                elif op == "reduce" and target:
-                    dst = _kw(node, "dst") or (node.args[1] if
-                                               len(node.args) > 1 else None)
-                    reduced[target] = ("reduce", node.lineno, dst)
-            if isinstance(node, ast.AugAssign) and isinstance(
-                    node.op, (ast.Div, ast.FloorDiv)):
-                target = dotted(node.target)
-                if reduced.get(target, ("",))[0] == "all_reduce":
-                    yield _int_finding(module, node, target)
-            if (isinstance(node, ast.Call)
-                    and last_name(node.func) in ("div_", "floor_divide_")
-                    and isinstance(node.func, ast.Attribute)):
-                target = dotted(node.func.value)
-                if reduced.get(target, ("",))[0] == "all_reduce":
-                    yield _int_finding(module, node, target)
+                _note_reduction(scope.module, node, ints, reduced)
+            divided = _divided(node)
+            if divided and reduced.get(divided, ("",))[0] == "all_reduce":
+                yield _int_finding(scope.module, node, divided)
             if isinstance(node, (ast.If, ast.While, ast.Return)):
                 yield from _read_off_dst(program, scope, node, reduced)
+
+
+def _note_reduction(module, call, ints, reduced):
+    op = module.is_collective(call)
+    target = dotted(call.args[0])
+    if op == "all_reduce" and target in ints:
+        reduced[target] = ("all_reduce", call.lineno, None)
+    elif op == "reduce" and target:
+        dst = _kw(call, "dst") or (call.args[1] if len(call.args) > 1
+                                   else None)
+        reduced[target] = ("reduce", call.lineno, dst)
+
+
+def _divided(node):
+    """The tensor a node divides in place (`t /= n`, `t.div_(n)`)."""
+    if isinstance(node, ast.AugAssign) and isinstance(
+            node.op, (ast.Div, ast.FloorDiv)):
+        return dotted(node.target)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("div_", "floor_divide_")):
+        return dotted(node.func.value)
+    return None
 
 
 def _int_finding(module, node, target):
