@@ -182,6 +182,27 @@ def test_paired_barriers_and_a_keyword_that_skips_them(tmp_path):
         "collective-on-some-ranks"}
 
 
+def test_a_model_passed_is_taken_as_not_none(tmp_path):
+    """YOLOv7's train.py calls `test.test(..., model=ema.ema)` on rank 0;
+    test() builds its own loader (a barrier) only `if not training`,
+    where `training = model is not None`."""
+    source = ZERO_FIRST + """
+
+def test(model=None, rank=-1):
+    training = model is not None
+    if not training:
+        create_dataloader("val", rank=rank)
+
+
+def train(rank, ema):
+    if rank in [-1, 0]:
+        test({args}rank=rank)
+"""
+    assert run(tmp_path, source.format(args="model=ema.model, ")) == []
+    assert rules(tmp_path, source.format(args="")) == {
+        "collective-on-some-ranks"}
+
+
 # -- ddp-forward-on-some-ranks ------------------------------------------
 
 DDP_VAL = """
@@ -451,6 +472,15 @@ def test_torch_load_without_map_location(tmp_path):
         "load-without-map-location"}
     assert run(tmp_path, CKPT.format(
         body="state = torch.load(path, map_location='cpu')")) == []
+
+
+def test_torch_load_of_a_label_cache_is_clean(tmp_path):
+    """YOLOv7 reads its labels cache with torch.load: no CUDA tensors in
+    it, so no map_location is needed; a checkpoint's load is found."""
+    assert run(tmp_path, CKPT.format(
+        body="labels = torch.load(path)")) == []
+    assert rules(tmp_path, CKPT.format(
+        body="ckpt = torch.load(path)")) == {"load-without-map-location"}
 
 
 def test_saving_the_wrapper_s_state_dict(tmp_path):

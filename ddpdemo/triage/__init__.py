@@ -6,6 +6,11 @@ they run on what the reader brings, not on the book's clusters.
                torchrun's output) and names where the ranks part and
                the pattern the book shows (the triage page's step 0)
     jobfiles   explain's input side: which file holds what, read
+    check      before a run: `python -m ddpdemo.check` reads a training
+               script's ast and names the book's pitfalls it can see;
+               checkread (one file), checkvalues (a value per rank),
+               checkflow (each rank's collectives), checkranks and
+               checkrules (the rules)
 
 What it may import: the standard library and torch; of ddpdemo, only
 ddpdemo.runtime (the ledger's divergence and the hang report's words are

@@ -23,7 +23,8 @@ import re
 import sys
 
 from . import checkrules
-from .checkflow import Module, Program
+from .checkflow import Program
+from .checkread import Module
 
 # The hosted book, as ddpdemo.triage.explain's SITE (a test checks they
 # agree; importing explain here would load the runtime for nothing).

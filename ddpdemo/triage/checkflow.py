@@ -1,7 +1,8 @@
 """`ddpdemo.check`'s reading of a script: which ranks take which branch,
 and which collectives each rank reaches, through the calls of functions
 in the files given, at any depth. Pure `ast`: the reader's code is never
-imported or run. The rules (ddpdemo.triage.checkrules) ask it questions.
+imported or run. The rules (ddpdemo.triage.checkrules) ask it questions;
+checkread reads each file, checkvalues evaluates its expressions.
 
 How: every value the check can know is evaluated once per rank
 (r = 0..3, a world of 4): `rank`, `local_rank`, `RANK`,
@@ -18,196 +19,18 @@ What it cannot know (a branch on data) it keeps as structure on every
 rank alike, so it never makes two ranks differ.
 """
 import ast
-import operator
-import re
 
-RANKS = (0, 1, 2, 3)
+from .checkread import (DDP_NAMES, NOTNONE, RANK_NAME, UNK, Scope, dotted,
+                        last_name)
+from .checkvalues import DDPV, Ctx, Values, truth
+
+_DEPTH = 12                # deepest call chain followed
 # Simple statements that end a walk, and how.
 _ENDS = {ast.Return: "return", ast.Raise: "return", ast.Break: "break",
          ast.Continue: "continue"}
-UNK = "<unknown>"          # a value the check cannot know
-DDPV = "<ddp model>"       # a DistributedDataParallel object
-_INT = re.compile(r"-?\d+")
-_CAP = 8                   # most values kept per expression
-_DEPTH = 12                # deepest call chain followed
-
-RANK_NAME = re.compile(r"(^|_)((local|global|node|ddp|world)_?)?rank$",
-                       re.I)
-MAIN_NAMES = {
-    "is_main_process", "is_master", "master_process", "is_rank_zero",
-    "is_rank0", "rank0", "rank_zero", "is_global_zero", "is_main",
-    "is_local_main_process", "main_process", "is_primary",
-    "is_master_process", "is_local_master", "is_chief", "is_first_rank"}
-RANK_CALLS = {"get_rank", "get_local_rank", "get_global_rank",
-              "get_node_local_rank"}
-COLLECTIVES = {
-    "barrier", "monitored_barrier", "all_reduce", "all_gather",
-    "all_gather_into_tensor", "reduce", "broadcast", "reduce_scatter",
-    "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "gather",
-    "scatter", "all_gather_object", "broadcast_object_list",
-    "gather_object", "scatter_object_list", "new_group"}
-# Collectives of libraries that wrap torch.distributed (accelerate).
-WRAPPED = {"wait_for_everyone"}
-DDP_NAMES = {"DistributedDataParallel", "DDP"}
 
 
-def dotted(node):
-    """`torch.distributed.barrier` for that expression, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return ".".join([node.id, *reversed(parts)])
-    return None
-
-
-def last_name(node):
-    """The name an expression ends in: `args.local_rank` -> local_rank."""
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Call):
-        return last_name(node.func)
-    return None
-
-
-class Module:
-    """One file: its tree, functions by name, and what it imports."""
-
-    def __init__(self, path, tree, lines):
-        self.path, self.tree, self.lines = path, tree, lines
-        self.dist = {"dist", "torch.distributed"}   # names of the module
-        self.from_dist = set()     # `from torch.distributed import x`
-        self.imports = {}          # local name -> module name
-        self.calls = []
-        stack = [tree]
-        while stack:               # one walk: imports and calls
-            node = stack.pop()
-            stack.extend(ast.iter_child_nodes(node))
-            if isinstance(node, ast.Call):
-                self.calls.append(node)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                self._imported(node)
-        self.calls.sort(key=lambda c: (c.lineno, c.col_offset))
-
-    def _imported(self, node):
-        """Note the names an import binds, torch.distributed's above all."""
-        mod = getattr(node, "module", None) or ""
-        for a in node.names:
-            name = a.asname or a.name
-            if isinstance(node, ast.Import):
-                if a.name == "torch.distributed" and a.asname:
-                    self.dist.add(a.asname)
-                self.imports[name] = a.name
-                continue
-            if mod == "torch" and a.name == "distributed":
-                self.dist.add(name)
-            elif mod.startswith("torch.distributed"):
-                self.from_dist.add(name)
-            self.imports[name] = f"{mod}.{a.name}"
-
-    def is_collective(self, call):
-        """The op's name when `call` is a torch.distributed collective."""
-        func = call.func
-        if isinstance(func, ast.Attribute):
-            base = dotted(func.value)
-            if func.attr in COLLECTIVES and base in self.dist:
-                return func.attr
-            if func.attr in WRAPPED:
-                return func.attr
-        elif (isinstance(func, ast.Name) and func.id in COLLECTIVES
-              and func.id in self.from_dist):
-            return func.id
-        return None
-
-
-class Scope:
-    """A function (or a module's top level): its assignments, each with
-    the line and the statement lists that enclose it, for a small
-    reaching-definitions question (which assignments can a use see)."""
-
-    def __init__(self, module, node, cls=None):
-        self.module, self.node, self.cls = module, node, cls
-        self.defs = {}       # name -> [(line, path, value node or UNK)]
-        self.ifs = {}        # assignment statement -> enclosing ifs
-        self.params = []
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            a = node.args
-            self.params = [p.arg for p in a.posonlyargs + a.args]
-            self.defaults = dict(zip(self.params[::-1], a.defaults[::-1],
-                                     strict=False))
-            for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-                self.params.append(p.arg)
-                if d is not None:
-                    self.defaults[p.arg] = d
-        else:
-            self.defaults = {}
-        self.paths = {}      # statement -> path of enclosing lists
-        self._index(self.body, (), ())
-
-    @property
-    def body(self):
-        return self.node.body
-
-    def _index(self, stmts, path, ifs):
-        path = (*path, id(stmts))
-        for stmt in stmts:
-            self.paths[id(stmt)] = (path, ifs)
-            self._record(stmt, path, ifs)
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                 ast.ClassDef)):
-                continue
-            for field in ("body", "orelse", "finalbody"):
-                block = getattr(stmt, field, None)
-                if block:
-                    inner = ((*ifs, (stmt, field)) if isinstance(stmt, ast.If)
-                             else ifs)
-                    self._index(block, path, inner)
-            for handler in getattr(stmt, "handlers", ()):
-                self._index(handler.body, path, ifs)
-            for case in getattr(stmt, "cases", ()):
-                self._index(case.body, path, ifs)
-
-    def _record(self, stmt, path, ifs):
-        if isinstance(stmt, ast.Assign):
-            pairs = [(t, stmt.value) for t in stmt.targets]
-        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
-            pairs = [(stmt.target, stmt.value)]
-        elif isinstance(stmt, (ast.AugAssign, ast.For, ast.AsyncFor)):
-            pairs = [(stmt.target, UNK)]
-        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            pairs = [(i.optional_vars, UNK) for i in stmt.items
-                     if i.optional_vars is not None]
-        else:
-            return
-        for target, value in pairs:
-            self._add(target, value, (stmt.lineno, path, ifs))
-
-    def _add(self, target, value, where):
-        line, path, ifs = where
-        if isinstance(target, (ast.Tuple, ast.List)):
-            for t in target.elts:
-                self._add(t, UNK, where)
-            return
-        key = dotted(target)
-        if key:
-            self.defs.setdefault(key, []).append((line, path, value, ifs))
-
-    def reaching(self, key, line, where):
-        """The assignments of `key` a use at `line` can see: the last one
-        on every path to it, and those after it in branches."""
-        defs = [d for d in self.defs.get(key, ()) if d[0] < line]
-        if not defs:
-            return None
-        path = where[0] if where else ()
-        dominating = [d for d in defs if path[:len(d[1])] == d[1]]
-        start = max((d[0] for d in dominating), default=-1)
-        return [d for d in defs if d[0] >= start]
-
-
-class Program:
+class Program(Values):
     """Every file given: functions by name, scopes, and the per-rank
     signatures of their bodies (memoised by the values bound)."""
 
@@ -249,178 +72,6 @@ class Program:
                 for t in node.targets:
                     if isinstance(t, ast.Attribute):
                         self.ddp_attrs.add(t.attr)
-
-    # -- values ------------------------------------------------------
-
-    def value(self, node, ctx, depth=0):
-        """The values `node` can have on rank ctx.r: a frozenset."""
-        got = self._value(node, ctx, depth)
-        return got if len(got) <= _CAP else frozenset({UNK})
-
-    def _value(self, node, ctx, depth):
-        if depth > 20:
-            return frozenset({UNK})
-        if isinstance(node, ast.Constant):
-            return frozenset({node.value})
-        kind = type(node).__name__
-        if isinstance(node, ast.UnaryOp):
-            kind = type(node.op).__name__
-        method = getattr(self, f"_v_{kind}", None)
-        return method(node, ctx, depth) if method else frozenset({UNK})
-
-    # One method per kind of expression the check evaluates.
-
-    def _v_List(self, node, ctx, depth):
-        elts = []
-        for e in node.elts:
-            vals = self.value(e, ctx, depth + 1)
-            if len(vals) != 1 or UNK in vals:
-                return frozenset({UNK})
-            elts.extend(vals)
-        try:
-            return frozenset({tuple(elts)})
-        except TypeError:
-            return frozenset({UNK})
-
-    _v_Tuple = _v_Set = _v_List
-
-    def _v_Name(self, node, ctx, depth):
-        return self._name(node, ctx, depth)
-
-    _v_Attribute = _v_Name
-
-    def _v_Call(self, node, ctx, depth):
-        return self._call_value(node, ctx, depth)
-
-    def _v_Subscript(self, node, ctx, depth):
-        key = node.slice
-        if (dotted(node.value) in ("os.environ", "environ")
-                and isinstance(key, ast.Constant)
-                and "RANK" in str(key.value).upper()):
-            return self._rank(ctx)
-        return frozenset({UNK})
-
-    def _v_Compare(self, node, ctx, depth):
-        return self._compare(node, ctx, depth)
-
-    def _v_BoolOp(self, node, ctx, depth):
-        return self._boolop(node, ctx, depth)
-
-    def _v_Not(self, node, ctx, depth):
-        return frozenset(UNK if v is UNK else not v
-                         for v in self.value(node.operand, ctx, depth + 1))
-
-    def _v_USub(self, node, ctx, depth):
-        return frozenset(-v if isinstance(v, int) else UNK
-                         for v in self.value(node.operand, ctx, depth + 1))
-
-    def _v_BinOp(self, node, ctx, depth):
-        return self._binop(node, ctx, depth)
-
-    def _v_IfExp(self, node, ctx, depth):
-        test = truth(self.value(node.test, ctx, depth + 1))
-        out = frozenset()
-        if True in test or UNK in test:
-            out |= self.value(node.body, ctx, depth + 1)
-        if False in test or UNK in test:
-            out |= self.value(node.orelse, ctx, depth + 1)
-        return out
-
-    def _rank(self, ctx):
-        self._touched = True      # this walk read a rank: per rank
-        return frozenset({ctx.r})
-
-    def _main(self, ctx):
-        self._touched = True
-        return frozenset({ctx.r == 0})
-
-    def _name(self, node, ctx, depth):
-        key = node.id if isinstance(node, ast.Name) else dotted(node)
-        name = last_name(node) or ""
-        if isinstance(node, ast.Name) and key in ctx.bound:
-            return ctx.bound[key]
-        found = self._assigned(key, ctx, depth) if key else None
-        if found is not None:
-            if RANK_NAME.search(name) and found == {UNK}:
-                return self._rank(ctx)
-            return found
-        if RANK_NAME.search(name):
-            return self._rank(ctx)
-        if name in MAIN_NAMES:
-            return self._main(ctx)
-        if isinstance(node, ast.Attribute) and node.attr in self.ddp_attrs:
-            return frozenset({DDPV})
-        return frozenset({UNK})
-
-    def _assigned(self, key, ctx, depth):
-        """The values of the assignments of `key` that reach this use, in
-        this scope or the ones around it; None if none does."""
-        for scope in ctx.chain():
-            own = scope is ctx.scope
-            defs = scope.reaching(key, ctx.line if own else 10 ** 9,
-                                  ctx.where if own else None)
-            if defs:
-                out = frozenset()
-                for line, path, value, ifs in defs:
-                    out |= ({UNK} if value is UNK else self.value(
-                        value, ctx.at(scope, line, (path, ifs)), depth + 1))
-                return out
-            if own and key in scope.params:
-                return None        # an unbound parameter: by its name
-        return None
-
-    def _call_value(self, node, ctx, depth):
-        func = node.func
-        name = last_name(func)
-        if name in RANK_CALLS:
-            return self._rank(ctx)
-        if name in MAIN_NAMES:
-            return self._main(ctx)
-        if name in DDP_NAMES:
-            return frozenset({DDPV})
-        if name in ("int", "str") and node.args:
-            vals = self.value(node.args[0], ctx, depth + 1)
-            return frozenset(_as_int(v) for v in vals)
-        if (name in ("get", "getenv") and node.args
-                and isinstance(node.args[0], ast.Constant)
-                and "RANK" in str(node.args[0].value).upper()
-                and (name == "getenv" or
-                     dotted(func.value) in ("os.environ", "environ"))):
-            return self._rank(ctx)
-        return frozenset({UNK})
-
-    def _compare(self, node, ctx, depth):
-        left = self.value(node.left, ctx, depth + 1)
-        result = frozenset({True})
-        for op, comp in zip(node.ops, node.comparators, strict=True):
-            right = self.value(comp, ctx, depth + 1)
-            step = frozenset(_cmp(op, a, b) for a in left for b in right)
-            result = frozenset(_and(a, b) for a in result for b in step)
-            left = right
-        return result
-
-    def _boolop(self, node, ctx, depth):
-        vals = [truth(self.value(v, ctx, depth + 1)) for v in node.values]
-        combine = _and if isinstance(node.op, ast.And) else _or
-        out = vals[0]
-        for v in vals[1:]:
-            out = frozenset(combine(a, b) for a in out for b in v)
-        return out
-
-    def _binop(self, node, ctx, depth):
-        left = self.value(node.left, ctx, depth + 1)
-        right = self.value(node.right, ctx, depth + 1)
-        out = set()
-        for a in left:
-            for b in right:
-                try:
-                    if isinstance(a, int) and isinstance(b, int):
-                        out.add(_arith(node.op, a, b))
-                    else:
-                        out.add(UNK)
-                except (ZeroDivisionError, TypeError, ValueError):
-                    out.add(UNK)
-        return frozenset(out)
 
     # -- signatures --------------------------------------------------
 
@@ -588,6 +239,16 @@ class Program:
             self._calls[key] = calls
         return self._calls[key]
 
+    def _argument(self, arg, ctx):
+        """An argument's values; one the check cannot know, passed as a
+        name, attribute or call, is taken as not None (YOLOv7's
+        `test(..., model=ema.ema)`, tested `model is not None`)."""
+        values = self.value(arg, ctx)
+        if values == {UNK} and isinstance(
+                arg, (ast.Name, ast.Attribute, ast.Call)):
+            return frozenset({NOTNONE})
+        return values
+
     def bind(self, fn_node, call, ctx):
         """The callee's parameters, each with its values on this rank."""
         scope = self.scopes[id(fn_node)]
@@ -598,137 +259,14 @@ class Program:
         for p, arg in zip(params, call.args, strict=False):
             if isinstance(arg, ast.Starred):
                 break
-            bound[p] = self.value(arg, ctx)
+            bound[p] = self._argument(arg, ctx)
         for kw in call.keywords:
             if kw.arg in scope.params:
-                bound[kw.arg] = self.value(kw.value, ctx)
+                bound[kw.arg] = self._argument(kw.value, ctx)
         for p, d in scope.defaults.items():
             if p not in bound and not RANK_NAME.search(p):
                 bound[p] = self.value(d, Ctx(self, scope, ctx.r, {}))
         return bound
-
-
-class Ctx:
-    """Where a value is read: which scope, at which statement, on which
-    rank, with which parameter values bound."""
-
-    def __init__(self, program, scope, r, bound, line=0, where=None,
-                 guards=()):
-        self.program, self.scope, self.r = program, scope, r
-        self.bound, self.line, self.where = bound, line, where
-        self.guards = guards   # the rank tests taken, (scope id, if)
-
-    def at_stmt(self, stmt):
-        return Ctx(self.program, self.scope, self.r, self.bound,
-                   stmt.lineno, self.scope.paths.get(id(stmt)), self.guards)
-
-    def guarded(self, guard):
-        return Ctx(self.program, self.scope, self.r, self.bound, self.line,
-                   self.where, (*self.guards, guard))
-
-    def at(self, scope, line, where=None):
-        return Ctx(self.program, scope, self.r,
-                   self.bound if scope is self.scope else {}, line, where)
-
-    def chain(self):
-        """This scope, then the ones it is nested in, the module last."""
-        scope = self.scope
-        while scope is not None:
-            yield scope
-            scope = self.program.parents.get(id(scope.node))
-
-    def value(self, node):
-        return self.program.value(node, self)
-
-
-def truth(values):
-    out = set()
-    for v in values:
-        if v is UNK or v == UNK:
-            out.add(UNK)
-        elif v is DDPV:
-            out.add(True)
-        else:
-            try:
-                out.add(bool(v))
-            except Exception:
-                out.add(UNK)
-    return frozenset(out)
-
-
-def splits(per_rank):
-    """Whether a branch's truth, per rank, parts the ranks: it differs
-    between ranks, and some rank surely takes it or surely not."""
-    seen = list(per_rank.values())
-    return (len(set(seen)) > 1
-            and any(t in ({True}, {False}) for t in seen))
-
-
-def _as_int(v):
-    if isinstance(v, str):
-        try:
-            return int(v)
-        except ValueError:
-            return UNK
-    return v
-
-
-_OPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne,
-        ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
-        ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
-        ast.GtE: operator.ge}
-
-
-def _cmp(op, a, b):
-    if a is UNK or b is UNK or a == UNK or b == UNK:
-        return UNK
-    a, b = _norm(a), _norm(b)
-    if isinstance(op, (ast.Is, ast.IsNot)):
-        if a is not None and b is not None:
-            return UNK
-        return (a is b) == isinstance(op, ast.Is)
-    try:
-        return _OPS[type(op)](a, b)
-    except (TypeError, KeyError):
-        return UNK
-
-
-def _norm(v):
-    if isinstance(v, str) and _INT.fullmatch(v):
-        return int(v)
-    if isinstance(v, tuple):
-        return tuple(_norm(x) for x in v)
-    return v
-
-
-def _and(a, b):
-    if a is False or b is False:
-        return False
-    if a is UNK or b is UNK:
-        return UNK
-    return bool(a) and bool(b)
-
-
-def _or(a, b):
-    if a is True or b is True:
-        return True
-    if a is UNK or b is UNK:
-        return UNK
-    return bool(a) or bool(b)
-
-
-def _arith(op, a, b):
-    if isinstance(op, ast.Add):
-        return a + b
-    if isinstance(op, ast.Sub):
-        return a - b
-    if isinstance(op, ast.Mult):
-        return a * b
-    if isinstance(op, ast.Mod):
-        return a % b
-    if isinstance(op, ast.FloorDiv):
-        return a // b
-    return UNK
 
 
 def _is_ddp_call(node):
