@@ -3,6 +3,7 @@ and on one without; the command's output, exit statuses and silencing;
 and the public training scripts of tests/data/check (manifest.json):
 every finding there was read by hand, and any new one, or a known bug
 missed, fails."""
+import ast
 import json
 import pathlib
 import re
@@ -677,3 +678,25 @@ def test_the_book_s_own_example_scripts():
     found = check.check([str(examples / "val_dataloader_deadlock.py"),
                          *helpers])
     assert [f["rule"] for f in found] == ["collective-on-some-ranks"]
+
+
+def test_the_no_device_finding_quotes_the_installed_torch():
+    """no-device-for-rank quotes torch's barrier: the words must still be
+    in the installed torch (a torch upgrade that drops them fails)."""
+    import torch.distributed.distributed_c10d as c10d
+    why = next(why for module, line, rule, why, fix in checkrules.devices(
+        _program("""
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("nccl")
+model = DDP(net.cuda())
+""")))
+    quoted = why.split('"')[1]
+    source = " ".join(pathlib.Path(c10d.__file__).read_text().split())
+    assert quoted in source, quoted
+
+
+def _program(text):
+    from ddpdemo.triage.checkflow import Program
+    from ddpdemo.triage.checkread import Module
+    return Program([Module("t.py", ast.parse(text), text.splitlines())])

@@ -213,7 +213,7 @@ def devices(program):
                    "DDP without device_ids, no device_id at init and no "
                    "set_device: every rank's current CUDA device is "
                    "cuda:0, so all ranks crowd one GPU (torch's barrier: "
-                   "'may use default device 0, causing issues like hang')",
+                   '"may use default device 0, causing issues like hang")',
                    "`torch.cuda.set_device(local_rank)` and "
                    "`DDP(model, device_ids=[local_rank])`, or "
                    "`init_process_group(..., device_id=device)`")
