@@ -227,6 +227,37 @@ def test_its_module_on_rank_0_is_clean(tmp_path):
     assert run(tmp_path, DDP_VAL.format(call="model.module")) == []
 
 
+def test_a_ddp_attribute_is_its_own_class_s(tmp_path):
+    """`self.model = DDP(...)` in one class makes that class's
+    `self.model(x)` a DDP forward, not another class's `self.model`."""
+    source = """
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+    class Trainer:
+        def __init__(self, model, rank):
+            self.rank = rank
+            self.model = DDP(model, device_ids=[rank])
+
+        def validate(self, x):
+            if self.rank == 0:
+                return self.{call}(x)
+
+
+    class Ema:
+        def __init__(self, model, rank):
+            self.rank, self.model = rank, model
+
+        def validate(self, x):
+            if self.rank == 0:
+                return self.model(x)
+    """
+    assert rules(tmp_path, source.format(call="model")) == {
+        "ddp-forward-on-some-ranks"}
+    assert run(tmp_path, source.format(call="model.module")) == []
+
+
 # -- lone-decision ------------------------------------------------------
 
 LONE = """

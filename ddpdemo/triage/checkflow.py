@@ -42,7 +42,8 @@ class Program(Values):
         self._memo = {}
         self._touched = False
         self._calls = {}
-        self.ddp_attrs = set()   # `self.model` = DDP(...) anywhere
+        # (class, `self.model`) set to DDP(...) in a method of that class
+        self.ddp_attrs = set()
         # Whether any file wraps a model in DDP: else no call is a DDP
         # forward (a model wrapped in a file not given is not seen).
         self.has_ddp = any(_is_ddp_call(c) for m in modules for c in m.calls)
@@ -70,8 +71,8 @@ class Program(Values):
                     self._collect(module, h.body, cls, parent)
             if isinstance(node, ast.Assign) and _is_ddp_call(node.value):
                 for t in node.targets:
-                    if isinstance(t, ast.Attribute):
-                        self.ddp_attrs.add(t.attr)
+                    if isinstance(t, ast.Attribute) and parent.cls:
+                        self.ddp_attrs.add((parent.cls, dotted(t)))
 
     # -- signatures --------------------------------------------------
 

@@ -118,7 +118,7 @@ class Values:
             return self._rank(ctx)
         if name in MAIN_NAMES:
             return self._main(ctx)
-        if isinstance(node, ast.Attribute) and node.attr in self.ddp_attrs:
+        if (ctx.scope.cls, key) in self.ddp_attrs:
             return frozenset({DDPV})
         return frozenset({UNK})
 
