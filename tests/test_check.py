@@ -499,20 +499,32 @@ def main(rank, model, path):
 """
 
 
+SAVED = "torch.save(model.module.state_dict(), path)\n    "
+
+
 def test_torch_load_without_map_location(tmp_path):
-    assert rules(tmp_path, CKPT.format(body="state = torch.load(path)")) == {
+    assert rules(tmp_path, CKPT.format(
+        body=SAVED + "state = torch.load(path)")) == {
         "load-without-map-location"}
     assert run(tmp_path, CKPT.format(
-        body="state = torch.load(path, map_location='cpu')")) == []
+        body=SAVED + "state = torch.load(path, map_location='cpu')")) == []
+
+
+def test_a_load_of_a_file_the_job_did_not_save_is_left_alone(tmp_path):
+    """Only a DDP job's own checkpoint is known to hold CUDA tensors:
+    a converted or CPU-offloaded file (litgpt's scripts, PyTorch's FSDP
+    example) is not flagged."""
+    assert run(tmp_path, CKPT.format(body="state = torch.load(path)")) == []
 
 
 def test_torch_load_of_a_label_cache_is_clean(tmp_path):
     """YOLOv7 reads its labels cache with torch.load: no CUDA tensors in
     it, so no map_location is needed; a checkpoint's load is found."""
     assert run(tmp_path, CKPT.format(
-        body="labels = torch.load(path)")) == []
+        body=SAVED + "labels = torch.load(path)")) == []
     assert rules(tmp_path, CKPT.format(
-        body="ckpt = torch.load(path)")) == {"load-without-map-location"}
+        body=SAVED + "ckpt = torch.load(path)")) == {
+        "load-without-map-location"}
 
 
 def test_saving_the_wrapper_s_state_dict(tmp_path):

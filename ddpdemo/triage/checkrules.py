@@ -238,6 +238,15 @@ def checkpoints(program):
     gpu = _distributed(program) and any(
         _cuda_use(c) or last_name(c.func) == "set_device"
         for m in program.modules for c in _calls(m))
+    # map_location matters for what was saved from a GPU: a DDP job that
+    # saves its own model's state_dict (chapter 8). A script that reads
+    # another tool's file (a CPU-offloaded FSDP state, a converted
+    # checkpoint) cannot be told from one that reads its own.
+    gpu = gpu and program.has_ddp and any(
+        dotted(c.func) == "torch.save" and any(
+            isinstance(n, ast.Call) and last_name(n.func) == "state_dict"
+            for n in ast.walk(c))
+        for m in program.modules for c in _calls(m))
     strips = any(("module." in line and ("replace" in line or "[7:]" in line
                                         or "startswith" in line))
                  or "consume_prefix_in_state_dict_if_present" in line
