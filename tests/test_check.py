@@ -1,8 +1,8 @@
 """`python -m ddpdemo.check`: each rule on a small script with its bug
 and on one without; the command's output, exit statuses and silencing;
-and the public training scripts of tests/data/check (manifest.json):
-every finding there was read by hand, and any new one, or a known bug
-missed, fails."""
+and reproductions, written anew, of the public training scripts that
+tests/data/check/manifest.json records (the scripts themselves are not
+stored): a known bug missed before its fix, or any new finding, fails."""
 import ast
 import json
 import pathlib
@@ -669,9 +669,20 @@ def test_every_rule_has_a_test_here():
         assert f'"{rule}"' in text, rule
 
 
-# -- the public scripts -----------------------------------------------
+# -- the public scripts, as reproductions -----------------------------
 
 MANIFEST = json.loads((DATA / "manifest.json").read_text())
+REPRO = DATA / "repro"
+_EXPECT = re.compile(r"^\s*# expect: ([a-z-]+)\s*$")
+
+
+def expected(path):
+    """The findings a reproduction marks: `# expect: rule` on its own
+    line names the finding the check must give on the next line."""
+    lines = path.read_text().splitlines()
+    return sorted((number + 1, match.group(1))
+                  for number, line in enumerate(lines, start=1)
+                  if (match := _EXPECT.match(line)))
 
 
 def test_the_scripts_are_at_least_12_with_known_bugs_before_and_after():
@@ -684,30 +695,58 @@ def test_the_scripts_are_at_least_12_with_known_bugs_before_and_after():
         assert any(c["name"] == after for c in cases), after
 
 
-@pytest.mark.parametrize("case", MANIFEST["cases"],
-                         ids=[c["name"] for c in MANIFEST["cases"]])
-def test_a_public_script_gives_exactly_its_read_findings(case):
-    """A new finding (not read by hand) or a missed one fails; so does a
-    finding read as a false alarm (there are none to keep)."""
-    found = check.check([str(DATA / case["name"])])
-    got = sorted((pathlib.Path(f["file"]).name, f["line"], f["rule"])
-                 for f in found)
-    want = sorted((e["file"], e["line"], e["rule"])
-                  for e in case["expected"])
-    assert got == want, json.dumps(found, indent=1)
-    assert all(e["verdict"] == "true" for e in case["expected"])
+def test_each_case_is_reproduced_and_its_findings_were_true():
+    """Every case names reproductions that exist, every file in repro/
+    belongs to a case, and each rule a case's read findings name is
+    marked in its reproductions (the record and the tests agree)."""
+    named = set()
+    for case in MANIFEST["cases"]:
+        assert case["reproduction"], case["name"]
+        marked = set()
+        for name in case["reproduction"]:
+            assert (REPRO / name).is_file(), name
+            marked |= {rule for _, rule in expected(REPRO / name)}
+        named |= set(case["reproduction"])
+        assert all(f["verdict"] == "true" for f in case["findings"])
+        assert {f["rule"] for f in case["findings"]} <= marked, case["name"]
+        assert case["rerun"].startswith(
+            f"git clone https://github.com/{case['repo']} && ")
+        assert " && python -m ddpdemo.check " in case["rerun"]
+        assert case["commit"].split()[0].rstrip("^")[:9] in case["rerun"]
+    assert named == {p.name for p in REPRO.glob("*.py")}
 
 
-def test_yolov5_s_val_loader_is_found_when_its_fix_is_undone(tmp_path):
-    folder = DATA / "yolov5_val_loader"
-    train = (folder / "train.py").read_text()
-    assert train.count("rank=-1,") == 1
-    (tmp_path / "train.py").write_text(train.replace("rank=-1,",
-                                                     "rank=LOCAL_RANK,"))
-    found = check.check([str(tmp_path / "train.py"),
-                         str(folder / "dataloaders.py"),
-                         str(folder / "torch_utils.py")])
-    assert [f["rule"] for f in found] == ["collective-on-some-ranks"]
+@pytest.mark.parametrize("name", sorted(p.name for p in REPRO.glob("*.py")))
+def test_a_reproduction_gives_exactly_its_marked_findings(name):
+    """A known bug missed before its fix, a finding after it, or any new
+    finding on a clean script (a false alarm) fails."""
+    found = check.check([str(REPRO / name)])
+    got = sorted((f["line"], f["rule"]) for f in found)
+    assert got == expected(REPRO / name), json.dumps(found, indent=1)
+
+
+def test_the_reproductions_cover_the_known_bugs_before_and_after():
+    """Each known bug's reproduction before its fix has a finding, the
+    one after its fix has none of that rule."""
+    pairs = [("yolov5_val_loader", "collective-on-some-ranks"),
+             ("sparseml_val_set", "collective-on-some-ranks"),
+             ("particleflow", "collective-on-some-ranks"),
+             ("yolov5_early_stop", "lone-decision")]
+    for stem, rule in pairs:
+        before = check.check([str(REPRO / f"{stem}_before.py")])
+        after = check.check([str(REPRO / f"{stem}_after.py")])
+        assert rule in {f["rule"] for f in before}, stem
+        assert rule not in {f["rule"] for f in after}, stem
+
+
+def test_the_stop_broadcast_to_every_rank_is_not_the_finding():
+    """YOLOv5 #8345: the broadcast decision's break is clean; only the
+    latent callback return on rank 0 is found."""
+    path = REPRO / "yolov5_stop_broadcast.py"
+    lines = path.read_text().splitlines()
+    found = check.check([str(path)])
+    assert [lines[f["line"] - 1].strip() for f in found] == [
+        "if callbacks.stop_training:"]
 
 
 def test_the_book_s_own_example_scripts():
