@@ -127,6 +127,52 @@ def val_set(args):
     assert rules(tmp_path, source) == {"collective-on-some-ranks"}
 
 
+# fairseq's Trainer.load_checkpoint (review of issue 47): every rank
+# reads the file when a flag says so, else rank 0 alone; the reader's
+# barrier is taken only under that flag, so every rank reaches it.
+EVERYONE_OR_RANK_0 = """
+import torch
+import torch.distributed as dist
+
+
+def read_state(path, everyone=False):
+    if everyone:
+        dist.barrier()
+    return torch.load(path, map_location="cpu")
+
+
+def resume(path, rank, config):
+    everyone = config.sharded or config.tpu
+    state = None
+    if {test}:
+        state = read_state(path, everyone={passed})
+    if not everyone:
+        box = [state]
+        dist.broadcast_object_list(box, 0)
+        state = box[0]
+    return state
+"""
+
+
+def test_a_flag_or_rank_0_that_the_callee_tests_again_is_clean(tmp_path):
+    """On ranks other than 0, entering `if everyone or rank == 0` means
+    `everyone` holds, and the callee's barrier is taken by every rank."""
+    source = EVERYONE_OR_RANK_0.format(test="everyone or rank == 0",
+                                       passed="everyone")
+    assert run(tmp_path, source) == []
+
+
+@pytest.mark.parametrize("test, passed", [
+    ("everyone and rank == 0", "everyone"),
+    ("config.tpu or rank == 0", "True"),
+    ("everyone or rank == 0", "True")])
+def test_a_flag_that_does_not_hold_on_every_rank_still_parts(
+        tmp_path, test, passed):
+    """Rank 0 alone can reach the barrier in each of these."""
+    source = EVERYONE_OR_RANK_0.format(test=test, passed=passed)
+    assert rules(tmp_path, source) == {"collective-on-some-ranks"}
+
+
 def test_calls_are_followed_across_the_files_given(tmp_path):
     (tmp_path / "utils.py").write_text(ZERO_FIRST)
     (tmp_path / "train.py").write_text(textwrap.dedent("""
@@ -394,6 +440,31 @@ def test_a_sampler_with_set_epoch_is_clean(tmp_path):
         set_epoch="sampler.set_epoch(epoch)")) == []
 
 
+def test_an_evaluation_sampler_needs_no_set_epoch(tmp_path):
+    """DeepSpeed-Chat's step 1 (review of issue 47): a loss averaged over
+    the evaluation set is the same in any order, so only the training
+    sampler's missing set_epoch is found."""
+    source = """
+    from torch.utils.data import DataLoader, DistributedSampler
+
+
+    def main(train_data, eval_data, dataset_val, epochs):
+        train_sampler = DistributedSampler(train_data)
+        eval_sampler = DistributedSampler(eval_data)
+        val_sampler = DistributedSampler(dataset=dataset_val)
+        loaders = [DataLoader(d, sampler=s) for d, s in (
+            (train_data, train_sampler), (eval_data, eval_sampler),
+            (dataset_val, val_sampler))]
+        for epoch in range(epochs):
+            for batch in loaders[0]:
+                pass
+    """
+    lines = textwrap.dedent(source).splitlines()
+    line = lines.index("    train_sampler = DistributedSampler(train_data)")
+    assert run(tmp_path, source) == [(line + 1,
+                                      "sampler-without-set-epoch")]
+
+
 # -- seeds ----------------------------------------------------------------
 
 SEED = """
@@ -413,6 +484,31 @@ def main(rank, dataset):
 def test_one_constant_seed_on_every_rank_that_augments(tmp_path):
     assert rules(tmp_path, SEED.format(seed="0", gen=", generator=g")) == {
         "same-seed-on-every-rank"}
+
+
+def test_a_seed_counts_only_with_augmentation_it_imports(tmp_path):
+    """A folder of unrelated scripts (accelerate's examples/, review of
+    issue 47): a constant seed in a script that neither augments nor
+    imports a file that does is not found; one that imports it is."""
+    (tmp_path / "augment.py").write_text(textwrap.dedent("""
+    from torchvision import transforms
+    crop = transforms.RandomResizedCrop(224)
+    """))
+    lm = textwrap.dedent("""
+    import torch
+    import torch.distributed as dist
+    {imports}
+
+    dist.init_process_group("nccl")
+    torch.manual_seed(42)
+    """)
+    (tmp_path / "lm.py").write_text(lm.format(imports=""))
+    found = check.check([str(tmp_path)])
+    assert found == []
+    (tmp_path / "lm.py").write_text(lm.format(imports="import augment"))
+    found = check.check([str(tmp_path)])
+    assert [(pathlib.Path(f["file"]).name, f["rule"]) for f in found] == [
+        ("lm.py", "same-seed-on-every-rank")]
 
 
 def test_a_split_after_a_per_rank_seed(tmp_path):

@@ -147,11 +147,34 @@ class Program(Values):
             inner = ctx.guarded((id(ctx.scope), stmt))
             sig, end = self.walk(branch, inner, depth, stack)
             return [*out, *sig], end
-        a, end_a = self.walk(stmt.body, ctx, depth, stack)
+        a, end_a = self.walk(stmt.body, self._entered(stmt, ctx), depth,
+                             stack)
         b, end_b = self.walk(stmt.orelse, ctx, depth, stack)
         if a or b:
             out.append(("alt", a, b))
         return out, (end_a if end_a and end_b else None)
+
+    def _entered(self, stmt, ctx):
+        """The context inside `if flag or <rank test>:` on a rank whose
+        rank test is false: there `flag` holds, on this rank as on the
+        ones whose test is true (fairseq's `load_on_all_ranks or rank ==
+        0`, whose callee takes a barrier only under `load_on_all_ranks`).
+        The flag is bound to True unless the branch assigns it."""
+        test = stmt.test
+        if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or)):
+            return ctx
+        open_ = [v for v in test.values
+                 if truth(ctx.value(v)) != {False}]
+        if len(open_) != 1 or not isinstance(open_[0], ast.Name):
+            return ctx
+        name = open_[0].id
+        if any(isinstance(n, ast.Name) and n.id == name
+               and isinstance(n.ctx, ast.Store)
+               for s in stmt.body for n in ast.walk(s)):
+            return ctx
+        return Ctx(self, ctx.scope, ctx.r,
+                   {**ctx.bound, name: frozenset({True})}, ctx.line,
+                   ctx.where, ctx.guards)
 
     def _w_For(self, stmt, ctx, depth, stack):
         head = stmt.test if isinstance(stmt, ast.While) else stmt.iter

@@ -65,11 +65,26 @@ def sampler_epochs(program):
         shuffle = _kw(call, "shuffle")
         if isinstance(shuffle, ast.Constant) and shuffle.value is False:
             continue
+        if _evaluation_data(call):
+            continue
         yield (module, call.lineno, "sampler-without-set-epoch",
                "this DistributedSampler shuffles with seed + epoch, and "
                "nothing calls its set_epoch: every epoch draws the same "
                "order", "call `sampler.set_epoch(epoch)` at the top of "
                "each epoch, before iterating the loader")
+
+
+# A dataset named for evaluation (eval_dataset, dataset_val, test_set):
+# a metric averaged over it is the same in any order, so its sampler's
+# epoch does not matter (DeepSpeed-Chat's eval sampler).
+_EVAL_DATA = re.compile(
+    r"(?:^|[_.])(?:val|valid|validation|eval|evaluation|test|dev)"
+    r"(?:$|[_.\d])", re.I)
+
+
+def _evaluation_data(call):
+    data = _kw(call, "dataset") or (call.args[0] if call.args else None)
+    return data is not None and bool(_EVAL_DATA.search(ast.unparse(data)))
 
 
 def _rank_dependent(program, module, call):
@@ -107,13 +122,10 @@ def seeds(program):
     the rank."""
     if not _distributed(program):
         return
-    augments = any(
-        re.search(r"\bRandom[A-Z]|random_perspective|RandAugment|"
-                  r"TrivialAugment|AutoAugment", "\n".join(m.lines))
-        for m in program.modules)
+    augments = _augmenting(program)
     calls = list(_seed_calls(program))
     for module, call, per_rank in calls:
-        if (augments and not per_rank
+        if (id(module) in augments and not per_rank
                 and isinstance(call.args[0], ast.Constant)
                 and isinstance(call.args[0].value, int)):
             yield (module, call.lineno, "same-seed-on-every-rank",
@@ -138,6 +150,31 @@ def seeds(program):
                        "across ranks",
                        "pass a generator seeded alike on every rank: "
                        "`generator=torch.Generator().manual_seed(0)`")
+
+
+_AUGMENT = re.compile(r"\bRandom[A-Z]|random_perspective|RandAugment|"
+                      r"TrivialAugment|AutoAugment")
+
+
+def _augmenting(program):
+    """The files that augment at random, or import (at any depth) one of
+    the files given that does: a seed set there feeds augmentation. A
+    folder of unrelated scripts (accelerate's examples/) keeps a
+    language model's seed apart from another script's crops."""
+    stems = {id(m): m.path.replace("\\", "/").rsplit("/", 1)[-1]
+             .removesuffix(".py") for m in program.modules}
+    found = {id(m) for m in program.modules
+             if _AUGMENT.search("\n".join(m.lines))}
+    grew = True
+    while grew:
+        grew = False
+        names = {stems[i] for i in found}
+        for m in program.modules:
+            parts = {p for v in m.imports.values() for p in v.split(".")}
+            if id(m) not in found and parts & names:
+                found.add(id(m))
+                grew = True
+    return found
 
 
 def _path_of(scope, node):
