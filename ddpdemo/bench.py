@@ -34,7 +34,8 @@ RING_BYTES = 16 * 2 ** 20
 TARGETS = {"ready_vs_torchrun": ("<=", 1.5), "torchrun_vs_rerun": (">=", 50),
            "recover_s": ("<=", 1.0), "recover_p95_s": ("<=", 0.3),
            "book_nbval_oneshots": ("<=", 16.0),
-           "fr_rerun_ratio": ("<=", 1.05), "explain_8x2000_s": ("<=", 2.0)}
+           "fr_rerun_ratio": ("<=", 1.05), "explain_8x2000_s": ("<=", 2.0),
+           "check_2000_lines_s": ("<=", 1.0)}
 # s a hang may take past its timeout: stacks and ledgers are gathered
 # side by side (issue 24), so 4 ranks are named as fast as 2.
 DETECT_SLACK = 0.3
@@ -316,6 +317,7 @@ def measure(full=False, book=True, chapters=()):
     reps = 5 if full else 3
     r = {}
     r.update(explain_speed())
+    r.update(check_speed())
     r["torchrun_oneshot_s"] = torchrun_oneshot(reps)
     r["cluster_ready_s"], cluster = cluster_ready(reps)
     r["ready_vs_torchrun"] = r["cluster_ready_s"] / r["torchrun_oneshot_s"]
@@ -424,6 +426,98 @@ def explain_speed(world_size=8, entries=2000, reps=3):
         assert f"collective #{entries}:" in text, text
     return {"explain_8x2000_s": statistics.median(times),
             "explain_command_s": statistics.median(whole)}
+
+
+# One block of a training script for check_speed: a rank-0-first helper,
+# a loader built through it, an epoch loop with DDP, a rank-0 branch;
+# block i calls block i-1's loader, so calls nest 40 deep. Block 0's
+# rank-0 loader passes `rank` (the chapter 5 bug): one finding.
+_BLOCK = """
+@contextmanager
+def zero_first_{i}(local_rank):
+    if local_rank not in [-1, 0]:
+        dist.barrier()
+    yield
+    if local_rank == 0:
+        dist.barrier()
+
+
+def loader_{i}(path, rank=-1, batch_size=8):
+    with zero_first_{i}(rank):
+        dataset = list(range(batch_size))
+    if {i} > 0:
+        dataset += loader_{p}(path, rank=rank)
+    sampler = None if rank == -1 else DistributedSampler(dataset)
+    return DataLoader(dataset, sampler=sampler)
+
+
+def train_{i}(model, epochs, opt):
+    rank = int(os.environ.get("RANK", -1))
+    local_rank = int(os.environ.get("LOCAL_RANK", -1))
+    torch.cuda.set_device(local_rank)
+    model = DDP(model.cuda(), device_ids=[local_rank])
+    train_loader = loader_{i}("train", rank=rank)
+    if rank in [-1, 0]:
+        val_loader = loader_{i}("val", rank={val})
+    for epoch in range(epochs):
+        train_loader.sampler.set_epoch(epoch)
+        for images, labels in train_loader:
+            loss = model(images).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        total = torch.zeros(2, device=local_rank)
+        dist.all_reduce(total)
+        if rank == 0:
+            print(epoch, total.tolist())
+            torch.save(model.module.state_dict(), "last.pt")
+        dist.barrier()
+    return model
+"""
+_HEAD = """import os
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+"""
+
+
+def check_script(lines=2000):
+    """A training script of `lines` lines for `ddpdemo.check` (issue 47):
+    blocks of the shape above, each calling the one before."""
+    blocks, i = [_HEAD], 0
+    while sum(b.count("\n") for b in blocks) < lines:
+        blocks.append(_BLOCK.format(i=i, p=max(i - 1, 0),
+                                    val="rank" if i == 0 else -1))
+        i += 1
+    text = "".join(blocks).splitlines()[:lines]
+    return "\n".join(text) + "\n"
+
+
+def check_speed(lines=2000, reps=3):
+    """`python -m ddpdemo.check` on a script of 2000 lines (issue 47):
+    median seconds of the check in this process, and of the whole
+    command in a fresh interpreter."""
+    import tempfile
+    from .triage import check
+    with tempfile.TemporaryDirectory(prefix="ddpdemo-check-") as folder:
+        path = os.path.join(folder, "train.py")
+        with open(path, "w") as f:
+            f.write(check_script(lines))
+        times, whole = [], []
+        for _ in range(reps):
+            start = time.perf_counter()
+            found = check.check([path])
+            times.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "ddpdemo.check", path],
+                           capture_output=True, timeout=60)
+            whole.append(time.perf_counter() - start)
+    assert [f["rule"] for f in found] == ["collective-on-some-ranks"], found
+    return {"check_2000_lines_s": statistics.median(times),
+            "check_command_s": statistics.median(whole)}
 
 
 def _default_timeout():

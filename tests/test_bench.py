@@ -172,3 +172,24 @@ def test_torch_import_cpu_is_the_childs_not_this_process():
     # CPU-s (about 2 on the 2-core machine); this process's own CPU,
     # had it been read instead, would not grow by running a child.
     assert bench.torch_import_cpu(1) > 0.3
+
+
+def test_the_check_s_bench_script_has_2000_lines_and_one_planted_bug(
+        tmp_path):
+    """The bench times `ddpdemo.check` (issue 47) on this script; the
+    bound is judged by the bench's verdicts, never timed here."""
+    from ddpdemo.triage import check
+    text = bench.check_script(2000)
+    assert text.count("\n") == 2000
+    path = tmp_path / "train.py"
+    path.write_text(text)
+    found = check.check([str(path)])
+    assert [f["rule"] for f in found] == ["collective-on-some-ranks"]
+    planted = text.splitlines()[found[0]["line"] - 1]
+    assert planted.strip() == 'val_loader = loader_0("val", rank=rank)'
+    assert bench.verdicts({"check_2000_lines_s": 0.9}) == {
+        "check_2000_lines_s": True}
+    assert bench.verdicts({"check_2000_lines_s": 1.1}) == {
+        "check_2000_lines_s": False}
+    result = bench.check_speed(reps=1)
+    assert set(result) == {"check_2000_lines_s", "check_command_s"}

@@ -10,6 +10,11 @@ they run on what the reader brings, not on the book's clusters.
                stacks alone, each with its section
     launchlog  what torchrun's output alone tells: a launch that failed
                before any rank ran, a rank killed by a signal
+    check      before a run: `python -m ddpdemo.check` reads a training
+               script's ast and names the book's pitfalls it can see;
+               checkread (one file), checkvalues (a value per rank),
+               checkflow (each rank's collectives), checkranks and
+               checkrules (the rules)
 
 What it may import: the standard library and torch; of ddpdemo, only
 ddpdemo.runtime (the ledger's divergence and the hang report's words are
