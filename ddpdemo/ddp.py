@@ -142,8 +142,8 @@ def last_collectives(n):
     """This rank's last `n` collectives as its Flight Recorder (chapter 5)
     saw them: (op, sizes and dtypes), oldest first. What went over the
     wire, whatever the Python around it did. Chapter 7 (compression)."""
-    from .flight import record
-    from .ledger import entries
+    from .runtime.flight import record
+    from .runtime.ledger import entries
     return [(e["op"], e["what"])
             for e in entries(record(stacks=False)["dump"])[-n:]]
 

@@ -61,14 +61,20 @@ def test_echo_output_prefixes_ranks_in_rank_order(capsys, Result):
     assert err.splitlines() == ["[rank 0] warn"]
 
 
-def test_describe_error_is_one_line_with_the_remote_name(Result):
+def test_describe_error_keeps_the_type_message_and_traceback(Result):
     class RemoteError(Exception):
         ename, evalue = "KeyError", "'missing'\nmore lines"
-    assert watch.describe_error(Result(error=RemoteError())) == \
-        "KeyError: 'missing'"
-    assert watch.describe_error(Result(error=ValueError("bad"))) == \
-        "ValueError: bad"
-    assert watch.describe_error(Result()) == "no error"
+        traceback = "Traceback (most recent call last):\n  ...\nKeyError"
+    remote = watch.describe_error(Result(error=RemoteError()))
+    assert (remote.type, remote.message, remote.traceback) == (
+        "KeyError", "'missing'\nmore lines", RemoteError.traceback)
+    assert remote.line == "KeyError: 'missing'"     # what RankError shows
+    local = watch.describe_error(Result(error=ValueError("bad")))
+    assert (local.type, local.message, local.line) == (
+        "ValueError", "bad", "ValueError: bad")
+    assert local.traceback.startswith("Traceback (most recent call last)")
+    assert local.traceback.rstrip().endswith("ValueError: bad")
+    assert watch.describe_error(Result()).line == "no error"
 
 
 # "ready" comes from a second thread once the main thread is inside the

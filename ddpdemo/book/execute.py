@@ -35,7 +35,7 @@ CELL_TIMEOUT = 180  # s, the same bound nbval uses (pyproject.toml)
 
 def book_notebooks(root=ROOT):
     """Notebooks listed in _toc.yml, in reading order (the one reader of
-    _toc.yml's order is i18n.toc_names; ddpdemo.bench uses this too)."""
+    _toc.yml's order is i18n.toc_names; ddpdemo.book.bench uses this too)."""
     from .i18n import toc_names
     root = pathlib.Path(root)
     return [root / (f + ".ipynb") for f in toc_names(root)

@@ -10,8 +10,7 @@ import os
 import sys
 
 import ipyparallel as ipp
-from ipyparallel.cluster.launcher import (LocalControllerLauncher,
-                                          LocalEngineLauncher,
+from ipyparallel.cluster.launcher import (LocalEngineLauncher,
                                           LocalEngineSetLauncher)
 
 from . import processes
@@ -26,7 +25,7 @@ IPP_PRIVATES = {
                           "work_dir", "output_file", "notify_start"),
     LocalEngineSetLauncher: ("launchers", "launcher_class",
                              "_notice_engine_stopped"),   # forks too
-    ipp.Cluster: ("engines", "controller", "controller_launcher_class"),
+    ipp.Cluster: ("engines", "controller"),
 }
 
 
@@ -58,7 +57,7 @@ def start(tmpdir, placement):
                          f"--HeartMonitor.period={HEARTBEAT_MS}"],
         **placement.controller_kwargs)
     guard = {}
-    if cluster.controller_launcher_class is LocalControllerLauncher:
+    if placement.local_controller:
         guard["controller_cmd"] = processes.guarded(
             "ipyparallel.controller", remove=tmpdir)
     cluster.start_controller_sync(**guard)

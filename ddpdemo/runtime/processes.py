@@ -10,6 +10,9 @@ import sys
 import psutil
 
 from . import guard, waiting
+# signal_name lives with the hang report's words (rank side), where the
+# torchrun scripts can use it too; this module's name for it stays.
+from .errors import package_root, signal_name
 
 
 def guarded(module, remove=None, preload=()):
@@ -21,16 +24,6 @@ def guarded(module, remove=None, preload=()):
         extra += ["--preload", name]
     return [sys.executable, "-m", guard.__name__, str(os.getpid()),
             *extra, module]
-
-
-def package_root():
-    """The directory that holds the ddpdemo package: this file's path,
-    climbed once per part of this module's dotted name, so that it stays
-    right wherever the module moves within the package."""
-    root = os.path.abspath(__file__)
-    for _ in __name__.split("."):
-        root = os.path.dirname(root)
-    return root
 
 
 def pythonpath():
@@ -82,23 +75,6 @@ def rss_bytes(pids, unique=False):
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return total
-
-
-def signal_name(signum):
-    """`SIGKILL` for 9: the one way ddpdemo names a signal. Numbers that
-    `signal.Signals` lacks (the real-time signals, 34-64 on Linux) are
-    named from SIGRTMIN/SIGRTMAX, and anything else as `signal N`, so a
-    rank killed by any signal can be described instead of raising."""
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        pass
-    low = getattr(signal, "SIGRTMIN", None)
-    high = getattr(signal, "SIGRTMAX", None)
-    if low is not None and low <= signum <= high:
-        return (f"SIGRTMIN+{signum - low}" if signum - low <= high - signum
-                else f"SIGRTMAX-{high - signum}")
-    return f"signal {signum}"
 
 
 def describe_exit(code):
