@@ -114,6 +114,9 @@ def test_each_keyword_reaches_its_placement():
     ({"profile": "x", "engines": "local"}, ValueError, r"conflict"),
     ({"profile": 3}, TypeError, r"profile must be the name"),
     ({"flight_recorder": -1}, ValueError, r"flight_recorder must be"),
+    ({"env": {"OMP_NUM_THREADS": 1}}, TypeError,
+     r"env must be a dict of str to str"),
+    ({"env": ["X=1"]}, TypeError, r"env must be a dict"),
 ])
 def test_a_wrong_cluster_value_is_named_when_the_cluster_is_made(
         kwargs, error, text):

@@ -31,7 +31,7 @@ from . import engine, group, guard, outcome
 from .engines import Engines
 from .errors import HangError, RankError
 from .magic import in_ipython, register, unregister
-from .options import (check_address, check_args, check_flag,
+from .options import (check_address, check_args, check_env, check_flag,
                       check_rendezvous, check_timeout, placement,
                       requested_backend)
 from .progress import Progress
@@ -70,7 +70,8 @@ class Cluster:
     directory, no listener) or "tcp" (rank 0 opens a TCPStore on port 0).
     group_timeout and start_timeout (the process group's own timeout, and
     the bound on engines starting): seconds or a timedelta. master_addr:
-    rank 0's address as the others reach it (a str).
+    rank 0's address as the others reach it (a str). env: variables set
+    on every rank (str to str).
     Every value is checked here, the parameter named in the error.
     spares (True or False): keep world_size spare engines ready (local
     clusters), so a restart after a hang takes well under a second; each
@@ -113,7 +114,7 @@ class Cluster:
             self._placement.backend(backend, world_size)    # enough GPUs?
         # The recorder's size must be in the environment before torch
         # starts (spares import it early); the keyword wins over env=.
-        self._env = dict(env or {}, **flight.env(flight_recorder))
+        self._env = dict(check_env(env), **flight.env(flight_recorder))
         self._flight = None     # how to reach the group's store
         self._engines = self._tmp = None
         self._ids, self._pids = [], []

@@ -5,6 +5,7 @@ values, not half-way through starting engines. Chapter 0
 """
 import datetime
 import os
+from collections.abc import Mapping
 
 from .placement import LauncherPlacement, LocalPlacement, ProfilePlacement
 from .ssh import SSHRanks
@@ -60,6 +61,19 @@ def check_address(address, name):
         raise ValueError(f"{name} must be a host name or IP address, "
                          f"got {address!r}")
     return address
+
+
+def check_env(env):
+    """Variables for every rank: None, or a mapping of str to str (what an
+    environment holds)."""
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str)
+            for k, v in env.items()):
+        raise TypeError(f"env must be a dict of str to str (variables for "
+                        f"every rank), got {env!r}")
+    return dict(env)
 
 
 def check_flag(value, name):
