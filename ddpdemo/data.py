@@ -89,7 +89,7 @@ def load_mosaic(tiles, index, rng=random):
     # The centre lies in the middle half of the 2s canvas, as in YOLOv5
     # (mosaic_border = -s // 2).
     yc, xc = (int(rng.uniform(s // 2, 3 * s // 2)) for _ in range(2))
-    picks = [index] + rng.choices(range(len(tiles)), k=3)
+    picks = [index, *rng.choices(range(len(tiles)), k=3)]
     canvas = torch.full((3, 2 * s, 2 * s), FILL, dtype=torch.uint8)
     for i, pick in enumerate(picks):
         # a: where the tile goes on the canvas; b: the part of it kept.

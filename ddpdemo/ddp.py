@@ -15,6 +15,7 @@ for compression and `gradient_as_bucket_view`. `CpuSyncBatchNorm` runs
 torch's own SyncBatchNorm autograd function on the CPU (chapter 8).
 """
 import functools
+import itertools
 import time
 
 import torch
@@ -30,7 +31,7 @@ def mlp(widths=(8, 16, 16, 4), seed=None, batchnorm=False, device=None):
     if seed is not None:
         torch.manual_seed(seed)
     layers = []
-    for i, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(widths)):
         layers.append(nn.Linear(n_in, n_out))
         if batchnorm and i == 0:
             layers.append(nn.BatchNorm1d(n_out))

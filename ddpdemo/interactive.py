@@ -260,7 +260,7 @@ def ledger(ledger, title="Flight Recorder ledger, rank by rank"):
     head = "".join(f'<th scope="col" style="color:{rank_color(r)}">rank {r}'
                    f"</th>" for r in ranks)
     body = []
-    for seq, row in zip(seqs, cells):
+    for seq, row in zip(seqs, cells, strict=True):
         bad = len({key for *_, key in row}) > 1
         tds = "".join(
             f'<td tabindex="0" data-say="{html.escape(say)}"'

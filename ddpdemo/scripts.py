@@ -11,6 +11,7 @@ use it; the scripts are in ddpdemo.examples.
 job": two jobs on one machine at the same time) and prints each one's
 block in order.
 """
+import contextlib
 import os
 import signal
 import subprocess
@@ -52,10 +53,8 @@ def show(done, show_stderr):
 def _kill_group(proc):
     """Kill a launcher and every rank it started: killing the launcher
     alone would leave its ranks running, blocked in a collective."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     proc.wait()
 
 
@@ -90,7 +89,7 @@ def run_together(*commands, timeout=TIMEOUT, show_stderr="ranks"):
         print("$", *commands[0])
     done = collect(*[[_exe(program), *args] for program, *args in commands],
                    timeout=timeout)
-    for (program, *args), run in zip(commands, done):
+    for (program, *args), run in zip(commands, done, strict=True):
         if len(commands) > 1:
             print("$", program, *args)
         show(run, show_stderr)
@@ -136,8 +135,8 @@ def collect(*argvs, timeout=TIMEOUT, cwd=None, after_failure=None):
         deadline, done = start + timeout, []
         try:
             _wait_all(argvs, procs, deadline, timeout, after_failure)
-            for argv, proc, (threads, out, err) in zip(argvs, procs,
-                                                       readers):
+            for argv, proc, (threads, out, err) in zip(
+                    argvs, procs, readers, strict=True):
                 for thread in threads:     # a rank may hold the pipes
                     thread.join(max(deadline - time.monotonic(), 0.001))
                     if thread.is_alive():
@@ -149,7 +148,7 @@ def collect(*argvs, timeout=TIMEOUT, cwd=None, after_failure=None):
                               for t, ln in sorted(out + err)]
                 done.append(run)
         finally:
-            for proc, (threads, _, _) in zip(procs, readers):
+            for proc, (threads, _, _) in zip(procs, readers, strict=True):
                 if proc.poll() is None or any(t.is_alive() for t in threads):
                     _kill_group(proc)
                 for thread in threads:
@@ -177,16 +176,17 @@ def _wait_all(argvs, procs, deadline, timeout, after_failure):
 
     if after_failure is None:
         waiting.until(ended, left(), every=POLL)
-    elif waiting.until(lambda: ended() or failed(), left(), every=POLL):
-        # One failed (or all ended): the rest get after_failure s, within
-        # the deadline, and are then stopped.
-        if (not waiting.until(ended, min(after_failure, left()), every=POLL)
-                and left() > 0):
-            for proc in procs:
-                if proc.poll() is None:
-                    _kill_group(proc)
-            return
-    running = [argv for argv, proc in zip(argvs, procs)
+    elif (waiting.until(lambda: ended() or failed(), left(), every=POLL)
+          and not waiting.until(ended, min(after_failure, left()),
+                                every=POLL)
+          and left() > 0):
+        # One failed (or all ended): the rest got after_failure s, within
+        # the deadline, and are now stopped.
+        for proc in procs:
+            if proc.poll() is None:
+                _kill_group(proc)
+        return
+    running = [argv for argv, proc in zip(argvs, procs, strict=True)
                if proc.poll() is None]
     if running:
         raise subprocess.TimeoutExpired(running[0], timeout)

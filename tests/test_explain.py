@@ -298,7 +298,7 @@ def test_two_unrelated_hangs_in_one_job(jobs):
     # Groups 2 and 3 are the pairs (0: default, 1: the report group).
     assert set(parts) == {"2", "3"}, text
     seq_a, side_a = parts["2"]
-    seq_b, side_b = parts["3"]
+    _, side_b = parts["3"]
     assert seq_a == 2 and "on rank 0" in side_a and "rank 1" in side_a
     assert "all_reduce" in side_b and "on rank 2" in side_b \
         and "rank 3" in side_b
@@ -371,7 +371,7 @@ def test_dumps_are_read_with_torchs_loader_without_importing_torch(jobs):
     # writes, and a job's dumps are then read by torch's own loader code
     # with torch never imported (most of the command's time otherwise).
     from ddpdemo.triage import jobfiles
-    assert jobfiles.KNOWN_VERSION == jobfiles.writer_version()
+    assert jobfiles.writer_version() == jobfiles.KNOWN_VERSION
     code = ("import sys, ddpdemo.explain as e, ddpdemo.triage.jobfiles as j; "
             "out = e.explain(sys.argv[1:]); "
             "print(j.torch_read_dump().__module__, 'torch' in sys.modules); "

@@ -123,9 +123,9 @@ def find_cycle(edges):
         state[node] = "open"
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == "open":
-                return trail[trail.index(nxt):] + [nxt]
+                return [*trail[trail.index(nxt):], nxt]
             if nxt not in state:
-                cycle = visit(nxt, trail + [nxt])
+                cycle = visit(nxt, [*trail, nxt])
                 if cycle:
                     return cycle
         state[node] = "done"

@@ -45,7 +45,7 @@ def test_after_a_failure_the_rest_get_only_the_grace(Result):
 
 def test_a_dead_rank_is_not_waited_for(Result):
     start = time.monotonic()
-    pending, failed, dead = watch.wait([Result(done=False)] * 2, LONG,
+    pending, _, dead = watch.wait([Result(done=False)] * 2, LONG,
                                        lambda r: r == 0)
     assert (pending, dead) == ([0], [1])
     # The live rank gets the grace after the death, not the timeout.

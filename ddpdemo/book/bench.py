@@ -12,6 +12,7 @@ last line is one JSON object for machines. Targets (issues 8 and 15) are
 checked and printed next to each value.
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -134,16 +135,14 @@ def hang_and_recover(cluster, reps, p95=False):
     for _ in range(reps):
         wait_for_spares(cluster)
         start = time.perf_counter()
-        try:
+        with contextlib.suppress(ddpdemo.HangError):
             cluster.run(_lonely_barrier, timeout=HANG_TIMEOUT)
-        except ddpdemo.HangError:
-            pass
         raised = time.perf_counter()
         cluster.run(_all_reduce_once)
         detect.append(raised - start)
         recover.append(time.perf_counter() - raised)
     medians = statistics.median(detect), statistics.median(recover)
-    return medians + (percentile(recover, 95),) if p95 else medians
+    return (*medians, percentile(recover, 95)) if p95 else medians
 
 
 def percentile(values, p):

@@ -29,7 +29,7 @@ def main():
     parser.add_argument("--fix", action="store_true")
     parser.add_argument("--timeout", type=float, default=5.0)
     args, _ = parser.parse_known_args()   # leaves --local-rank to launch
-    rank, world_size, device = launch.init(timeout_s=args.timeout)
+    rank, _, _ = launch.init(timeout_s=args.timeout)
     report = launch.report_group()   # to say how it ended, see below
 
     train_loader, _ = create_dataloader(rank, n=64)

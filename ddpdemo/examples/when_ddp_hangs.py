@@ -45,7 +45,7 @@ def main():
     problem = None
     try:
         with Join([model]) if args.join else contextlib.nullcontext():
-            for step, x in enumerate(batches):
+            for step, x in enumerate(batches):  # noqa: B007 (read below)
                 opt.zero_grad()
                 model(x.to(device)).pow(2).mean().backward()
                 opt.step()

@@ -127,6 +127,11 @@ class Cluster:
     @property
     def backend(self):
         """"gloo" or "nccl" ("auto" only for remote ranks not yet seen)."""
+        return self._settle_backend()
+
+    def _settle_backend(self):
+        """Settle "auto" where the placement can (local ranks: it imports
+        torch to count the GPUs), once; returns the backend."""
         if self._backend == "auto":
             self._backend = self._placement.backend("auto", self.world_size)
         return self._backend
@@ -186,7 +191,7 @@ class Cluster:
         try:
             self._engines = Engines(self.world_size, self._tmp,
                                     self._placement, self._env).start()
-            self.backend    # import torch here while the engines start
+            self._settle_backend()   # import torch while engines start
             # ... and torch.distributed, which the first hang report needs
             # to reach the group's store (about 3 s of CPU on a loaded
             # 2-core machine: it once made a 4-rank hang take 6 s).

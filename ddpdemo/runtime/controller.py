@@ -5,6 +5,7 @@ placement says; stopped fast. Plumbing for ddpdemo.runtime.engines
 (chapter 0, "How the live cluster works"). The few private names of
 ipyparallel the runtime reaches are listed here, in IPP_PRIVATES.
 """
+import contextlib
 import logging
 import os
 import sys
@@ -77,7 +78,5 @@ def stop(cluster, placement):
         # tests/test_cluster.py).
         processes.kill_tree(controller)
         return
-    try:
+    with contextlib.suppress(Exception):
         cluster.stop_cluster_sync()
-    except Exception:
-        pass

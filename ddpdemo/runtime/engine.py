@@ -51,7 +51,8 @@ def prepare(rank, local_rank, world_size, env, dump_path):
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank),
                       WORLD_SIZE=str(world_size))
     if dump_path and hasattr(signal, "SIGUSR1"):
-        _keep["dump"] = open(dump_path, "w")
+        # Open while the engine lives: faulthandler writes to its fd.
+        _keep["dump"] = open(dump_path, "w")  # noqa: SIM115 (kept open)
         faulthandler.register(signal.SIGUSR1, file=_keep["dump"],
                               all_threads=True)
     return {"pid": os.getpid(), "host": socket.gethostname(),

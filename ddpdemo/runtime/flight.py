@@ -139,7 +139,7 @@ def collect(rendezvous, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT,
         n = store.add("requests", 1)
         store.set(f"request/{n}", b"1")
         key, deadline = answer_key(n), time.monotonic() + timeout
-    records = dict(zip(idle, ask(idle))) if idle else {}
+    records = dict(zip(idle, ask(idle), strict=True)) if idle else {}
     if pending:
         def answered(r):
             return key in ars[r].data or (is_alive and not is_alive(r))

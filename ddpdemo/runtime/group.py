@@ -20,7 +20,8 @@ def assign_ranks(engines, ids, world_size):
     ranks = [rank for rank, _ in found]
     if sorted(ranks) != list(range(world_size)):
         ranks = list(range(world_size))
-    order = sorted(zip(ranks, ids, [host for _, host in found]))
+    order = sorted(zip(ranks, ids, [host for _, host in found],
+                       strict=True))
     hosts = [host for _, _, host in order]
     return ([eid for _, eid, _ in order],
             [hosts[:r].count(h) for r, h in enumerate(hosts)])

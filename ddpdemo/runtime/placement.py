@@ -39,6 +39,7 @@ member):
 
 `engines` is the ddpdemo.runtime.engines.Engines asking.
 """
+import contextlib
 import os
 import signal
 import sys
@@ -205,7 +206,7 @@ class LauncherPlacement(RemotePlacement):
     @staticmethod
     def options(launcher):
         """The Cluster keywords this launcher's placement takes."""
-        return ("controller_ip",) + batch.keywords(launcher)
+        return ("controller_ip", *batch.keywords(launcher))
 
     def __init__(self, world_size, launcher, options=None):
         options = dict(options or {})
@@ -239,10 +240,9 @@ class LauncherPlacement(RemotePlacement):
 
     def kill(self, engines, pids, generation):
         for es in engines.sets(generation).values():
-            try:
+            # Whatever a launcher raises, the others' and its stop still run.
+            with contextlib.suppress(Exception):
                 es.signal(signal.SIGKILL)
-            except Exception:   # the launcher's stop still runs
-                pass
 
     def stop(self, engines):
         self.kill(engines, (), None)

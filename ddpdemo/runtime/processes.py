@@ -3,6 +3,7 @@ them: the guarded command that starts one, whether it lives, killing it,
 and how it ended, in words. No ipyparallel here (that is
 ddpdemo.runtime.engines). Plumbing for ddpdemo.runtime.cluster (chapter 0).
 """
+import contextlib
 import os
 import signal
 import sys
@@ -42,10 +43,8 @@ def kill(pids, wait=5.0):
     """SIGKILL, then wait: a rank stuck in a gloo wait ignores SIGINT and
     SIGTERM, and a restart must not race the old process."""
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     # Wait until each is gone or a zombie, without reaping it: reaping
     # here (psutil's wait) would take the exit status from the launcher's
     # own reaper thread, and a dead rank's signal would be lost.

@@ -3,6 +3,7 @@ ranks finished, failed, died or are stuck, what they printed (in rank
 order), and where a stuck one is blocked. Plumbing for ddpdemo.runtime.cluster
 (chapter 0).
 """
+import contextlib
 import os
 import signal
 import sys
@@ -52,10 +53,9 @@ def echo_output(ars):
     line prefixed with its rank, so output is the same on every run."""
     for ar in ars:
         if ar.ready():
-            try:   # output can trail the result by a moment
+            # Output can trail the result by a moment.
+            with contextlib.suppress(Exception):
                 ar.wait_for_output(timeout=2)
-            except Exception:
-                pass
     for stream, target in (("stdout", sys.stdout), ("stderr", sys.stderr)):
         for rank, ar in enumerate(ars):
             for line in (getattr(ar, stream, "") or "").splitlines():

@@ -79,7 +79,7 @@ def _main_thread(threads):
     for name, frames in threads:
         if name == "MainThread":
             return frames
-    for name, frames in threads:
+    for _name, frames in threads:
         if frames and frames[-1][2] not in ("_bootstrap", "_bootstrap_inner"):
             return frames
     return threads[0][1] if threads else []
@@ -259,10 +259,10 @@ def rank_0_only(ev, parting, op, ranks):
     """Rank 0 alone called it while the others ran other code: a
     different collective at that number, or waiting in another one."""
     others = [r for r in parting.missing]
-    elsewhere = len(parting.sides) > 1 or others and all(
+    elsewhere = len(parting.sides) > 1 or (others and all(
         _main_thread(ev.stacks.get(r, []))[:1]
         and _main_thread(ev.stacks[r])[0][0].startswith("torch/distributed")
-        for r in others)
+        for r in others))
     if ranks == [0] and elsewhere:
         return (f"a collective ({op.split()[0]}) in code that only rank 0 "
                 f"runs, such as `if rank == 0:`, while the others run "
