@@ -96,7 +96,8 @@ def plot_busbw(sizes, runs, memcpy=None,
     fig, axes = new_figure(height=3.2)
     ax = axes[0, 0]
     for i, (world_size, seconds) in enumerate(runs.items()):
-        bw = [busbw(n, t, world_size) for n, t in zip(sizes, seconds)]
+        bw = [busbw(n, t, world_size)
+              for n, t in zip(sizes, seconds, strict=True)]
         ax.plot(sizes, bw, marker="o", color=rank_color(i),
                 label=f"gloo all_reduce, {world_size} ranks")
     if memcpy:

@@ -15,6 +15,7 @@ for compression and `gradient_as_bucket_view`. `CpuSyncBatchNorm` runs
 torch's own SyncBatchNorm autograd function on the CPU (chapter 8).
 """
 import functools
+import itertools
 import time
 
 import torch
@@ -30,7 +31,7 @@ def mlp(widths=(8, 16, 16, 4), seed=None, batchnorm=False, device=None):
     if seed is not None:
         torch.manual_seed(seed)
     layers = []
-    for i, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(widths)):
         layers.append(nn.Linear(n_in, n_out))
         if batchnorm and i == 0:
             layers.append(nn.BatchNorm1d(n_out))
@@ -142,8 +143,8 @@ def last_collectives(n):
     """This rank's last `n` collectives as its Flight Recorder (chapter 5)
     saw them: (op, sizes and dtypes), oldest first. What went over the
     wire, whatever the Python around it did. Chapter 7 (compression)."""
-    from .flight import record
-    from .ledger import entries
+    from .runtime.flight import record
+    from .runtime.ledger import entries
     return [(e["op"], e["what"])
             for e in entries(record(stacks=False)["dump"])[-n:]]
 

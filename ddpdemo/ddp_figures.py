@@ -17,7 +17,7 @@ def buckets(layouts, title="Parameters in DDP's gradient buckets"):
     layouts = dict(layouts)
     fig, axes = new_figure(height=1.0 + 0.7 * len(layouts))
     ax = axes[0, 0]
-    for row, (label, layout) in enumerate(layouts.items()):
+    for row, layout in enumerate(layouts.values()):
         left = 0
         for index, bucket in enumerate(layout):
             for name, size in bucket:

@@ -41,7 +41,7 @@ def parting(ledger):
     """The first collective number at which the ranks' ledgers part: two
     ranks with different ops there, or a rank that never called it; None
     when they agree throughout. Read from what the ledger found
-    (ddpdemo.ledger.Finding), so the exercise and the report cannot
+    (ddpdemo.runtime.ledger.Finding), so the exercise and the report cannot
     disagree."""
     found = ledger.finding
     return found.seq if found.kind in ("disagree", "missing") else None

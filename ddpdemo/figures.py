@@ -73,7 +73,9 @@ def timeline(spans, title="", marks=()):
     fig, axes = new_figure(height=1.3 + 0.55 * len(ranks))
     ax = axes[0, 0]
     labels = sorted({s[1] for s in spans}, key=[s[1] for s in spans].index)
-    hatches = dict(zip(labels, ("", "///", "...", "xx", "\\\\")))
+    # A hatch per label, in order; there are at most five labels.
+    hatches = dict(zip(labels, ("", "///", "...", "xx", "\\\\"),
+                       strict=False))
     for rank, label, start, end in spans:
         ax.barh(rank, max(end - start, min_width), left=start - t0,
                 height=0.6, color=rank_color(rank),
@@ -140,7 +142,7 @@ def plot_collectives(before, after, title="what each rank holds"):
     world_size = len(before)
     fig, axes = new_figure(len(rows), 1, height=0.4 + 0.32 * world_size
                            * len(rows) + 0.3 * len(rows))
-    for ax, (label, held, ref) in zip(axes[:, 0], rows):
+    for ax, (label, held, ref) in zip(axes[:, 0], rows, strict=True):
         for rank, tensor in enumerate(held):
             values = tensor.reshape(-1).tolist()
             old = ref[rank].reshape(-1).tolist() if ref is not None else None

@@ -27,7 +27,7 @@ The Chinese site shows these outputs in Chinese: its script
 whole; a new or reworded sentence needs its rule there, and
 tests/test_zhfigures.py fails until it has one. The ledger's finding is
 not matched but rendered: its figure carries it as data
-(ddpdemo.ledger.Finding), beside its English sentence.
+(ddpdemo.runtime.ledger.Finding), beside its English sentence.
 """
 import hashlib
 import html
@@ -35,7 +35,7 @@ import json
 import pathlib
 
 from .figures import number, rank_color
-from .ledger import SHOWN
+from .runtime.ledger import SHOWN
 
 _JS = pathlib.Path(__file__).with_name("interactive.js").read_text()
 _CSS = """
@@ -237,10 +237,10 @@ def overlap(records, title="Backward and the buckets' all_reduce"):
 
 
 def ledger(ledger, title="Flight Recorder ledger, rank by rank"):
-    """The ledger (ddpdemo.ledger.Ledger) as a table: a row per collective
-    number, a column per rank; a row where the ranks disagree, or where a
-    rank has nothing, is marked; hover or focus a cell to read it in
-    full. Chapter 5."""
+    """The ledger (ddpdemo.runtime.ledger.Ledger) as a table: a row per
+    collective number, a column per rank; a row where the ranks disagree,
+    or where a rank has nothing, is marked; hover or focus a cell to read
+    it in full. Chapter 5."""
     ranks = list(range(ledger.world_size))
     top = max((e[-1]["seq"] for e in ledger.by_rank.values() if e),
               default=0)
@@ -260,7 +260,7 @@ def ledger(ledger, title="Flight Recorder ledger, rank by rank"):
     head = "".join(f'<th scope="col" style="color:{rank_color(r)}">rank {r}'
                    f"</th>" for r in ranks)
     body = []
-    for seq, row in zip(seqs, cells):
+    for seq, row in zip(seqs, cells, strict=True):
         bad = len({key for *_, key in row}) > 1
         tds = "".join(
             f'<td tabindex="0" data-say="{html.escape(say)}"'

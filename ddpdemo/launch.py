@@ -26,7 +26,8 @@ import torch
 import torch.distributed as dist
 
 from .runtime import waiting
-from .runtime.devices import gpu_count, loopback_interface, nccl_device
+from .runtime.devices import (auto_backend, gpu_count, loopback_interface,
+                              nccl_device)
 
 # What torchrun sets that tells a rank where it runs (the agent's
 # worker_env in torch/distributed/elastic/agent/server/
@@ -59,7 +60,7 @@ def init(backend="auto", timeout_s=60.0, argv=None):
         # Single machine: keep gloo's sockets on loopback.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback_interface())
     if backend == "auto":
-        backend = "nccl" if gpu_count() > lr else "gloo"
+        backend = auto_backend([(gpu_count(), lr)])
     kwargs = {}
     device = torch.device("cpu")
     if backend == "nccl":
@@ -84,7 +85,7 @@ def dump_flight_recorder(rank, stacks=True):
     """Write this rank's Flight Recorder dump (the pickle torch's analyzer
     reads) to $TORCH_FR_DUMP_TEMP_FILE<rank>. stacks=False from a thread
     while the main one may be stuck: resolving the call sites waits for
-    it (ddpdemo.flight). Returns the path, or None if the variable is
+    it (ddpdemo.runtime.flight). Returns the path, or None if the variable is
     unset. Written whole or not at all (renamed into place)."""
     prefix = os.environ.get(DUMP_VAR)
     if not prefix:
@@ -167,6 +168,14 @@ def report_group(timeout_s=60.0):
     right after init(). Chapters 5 and 8's scripts use it."""
     return dist.new_group(backend="gloo",
                           timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def reason(error):
+    """torch's message in a RuntimeError, as a sentence: its first line
+    without the source location gloo puts first ("[.../x.cc:78] Timed out
+    waiting ..." gives "Timed out waiting ..."). The scripts quote it when
+    the group's timeout ran out (chapters 5 and 8)."""
+    return str(error).splitlines()[0].split("] ")[-1]
 
 
 def exit_if_stuck(problem, report):

@@ -49,7 +49,7 @@ def torchrun_env(rank, nproc_per_node, nnodes):
     node, local_rank = divmod(rank, nproc_per_node)
     values = (rank, local_rank, node, nproc_per_node,
               nproc_per_node * nnodes)      # in VARIABLES' order
-    return {name: str(v) for name, v in zip(VARIABLES, values)}
+    return {name: str(v) for name, v in zip(VARIABLES, values, strict=True)}
 
 
 def free_port():
@@ -85,7 +85,7 @@ def torchrun_nodes(*args, nnodes=2, nproc_per_node=2,
             max(deadline - time.monotonic(), 0.001))
         if PORT_TAKEN not in done[0].stderr:
             break
-    for command, run in zip(commands, done):
+    for command, run in zip(commands, done, strict=True):
         print("$", *command)
         scripts.show(run, "ranks")
     return done

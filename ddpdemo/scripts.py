@@ -11,6 +11,7 @@ use it; the scripts are in ddpdemo.examples.
 job": two jobs on one machine at the same time) and prints each one's
 block in order.
 """
+import contextlib
 import os
 import signal
 import subprocess
@@ -53,10 +54,8 @@ def _kill_group(proc):
     """Kill a launcher and every rank it started: killing the launcher
     alone would leave its ranks running, blocked in a collective. Bounded:
     processes.Unkillable if the launcher outlives the kill."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     processes.reap(proc)
 
 
@@ -91,7 +90,7 @@ def run_together(*commands, timeout=TIMEOUT, show_stderr="ranks"):
         print("$", *commands[0])
     done = collect(*[[_exe(program), *args] for program, *args in commands],
                    timeout=timeout)
-    for (program, *args), run in zip(commands, done):
+    for (program, *args), run in zip(commands, done, strict=True):
         if len(commands) > 1:
             print("$", program, *args)
         show(run, show_stderr)
@@ -140,8 +139,8 @@ def collect(*argvs, timeout=TIMEOUT, cwd=None, after_failure=None):
         deadline, done = start + timeout, []
         try:
             _wait_all(argvs, procs, deadline, timeout, after_failure)
-            for argv, proc, (threads, out, err) in zip(argvs, procs,
-                                                       readers):
+            for argv, proc, (threads, out, err) in zip(
+                    argvs, procs, readers, strict=True):
                 for thread in threads:     # a rank may hold the pipes
                     thread.join(max(deadline - time.monotonic(), 0.001))
                     if thread.is_alive():
@@ -163,7 +162,7 @@ def _stop(procs, readers):
     kill is raised (processes.Unkillable). A pipe whose reader still
     reads is left open: closing it would wait for that reader."""
     stuck = []
-    for proc, (threads, _, _) in zip(procs, readers):
+    for proc, (threads, _, _) in zip(procs, readers, strict=True):
         if proc.poll() is None or any(t.is_alive() for t in threads):
             try:
                 _kill_group(proc)
@@ -196,16 +195,17 @@ def _wait_all(argvs, procs, deadline, timeout, after_failure):
 
     if after_failure is None:
         waiting.until(ended, left(), every=POLL)
-    elif waiting.until(lambda: ended() or failed(), left(), every=POLL):
-        # One failed (or all ended): the rest get after_failure s, within
-        # the deadline, and are then stopped.
-        if (not waiting.until(ended, min(after_failure, left()), every=POLL)
-                and left() > 0):
-            for proc in procs:
-                if proc.poll() is None:
-                    _kill_group(proc)
-            return
-    running = [argv for argv, proc in zip(argvs, procs)
+    elif (waiting.until(lambda: ended() or failed(), left(), every=POLL)
+          and not waiting.until(ended, min(after_failure, left()),
+                                every=POLL)
+          and left() > 0):
+        # One failed (or all ended): the rest got after_failure s, within
+        # the deadline, and are now stopped.
+        for proc in procs:
+            if proc.poll() is None:
+                _kill_group(proc)
+        return
+    running = [argv for argv, proc in zip(argvs, procs, strict=True)
                if proc.poll() is None]
     if running:
         raise subprocess.TimeoutExpired(running[0], timeout)

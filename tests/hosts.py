@@ -20,6 +20,7 @@ started inside its sshd's namespaces.
 `missing()` says why two hosts cannot be made here (no root, ...), and
 `sweep()` removes what a run that was killed outright left behind.
 """
+import contextlib
 import glob
 import os
 import shutil
@@ -117,10 +118,8 @@ def _kill_namespace(name):
     def emptied():
         pids = [p for p in namespace_pids(name) if p != os.getpid()]
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         psutil.wait_procs([psutil.Process(p) for p in pids
                            if psutil.pid_exists(p)], timeout=1)
         return not pids
@@ -338,8 +337,6 @@ class TwoHosts:
         for ns in self.namespaces.values():
             _kill_namespace(ns)
         for p in self._sshd.values():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=STEP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                pass
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -23,6 +23,7 @@ A container has no systemd and maybe no usable cgroups, so processes are
 tracked through /proc (proctrack/linuxproc), tasks are not confined
 (task/none), and nothing is accounted.
 """
+import contextlib
 import os
 import shutil
 import subprocess
@@ -161,8 +162,7 @@ class Slurm:
             os.makedirs(os.path.join(d, sub))
 
     def _daemon(self, host, name, cmd):
-        log = open(os.path.join(self.dir, f"{name}.out"), "wb")
-        with log:
+        with open(os.path.join(self.dir, f"{name}.out"), "wb") as log:
             self._procs[name] = self.hosts.popen(
                 host, cmd, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, env=self.env())
@@ -236,18 +236,14 @@ class Slurm:
         TwoHosts.close() empties). Safe to call twice."""
         if "slurmctld" in self._procs and \
                 self._procs["slurmctld"].poll() is None:
-            try:
+            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
                 self.run("scancel", "--full", "--partition", PARTITION)
-            except (RuntimeError, subprocess.TimeoutExpired):
-                pass
         for p in self._procs.values():
             if p.poll() is None:
                 p.kill()
         for p in self._procs.values():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 p.wait(timeout=STEP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                pass
 
 
 if __name__ == "__main__":

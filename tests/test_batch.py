@@ -87,7 +87,7 @@ def test_killing_an_mpi_generation_kills_its_ranks_too(tmp_path):
     launcher.signal(signal.SIGKILL)
     # Each wait raises if its process is still alive; mpiexec may exit
     # on its own once its ranks are gone, before its SIGKILL lands.
-    for process in [launcher.process] + children:
+    for process in [launcher.process, *children]:
         process.wait(timeout=10)
 
 

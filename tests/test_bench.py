@@ -1,10 +1,11 @@
-"""ddpdemo.bench's arithmetic and verdicts (its timings are measured by
+"""ddpdemo.book.bench's arithmetic and verdicts (its timings are measured by
 running it, never asserted in tests)."""
 import os
 
 import pytest
 
-from ddpdemo import bandwidth, bench
+from ddpdemo import bandwidth
+from ddpdemo.book import bench
 
 
 def test_busbw_follows_nccl_tests():

@@ -365,8 +365,8 @@ def test_existing_profile_uses_its_engines_over_tcp(tmp_path, monkeypatch):
     over TCP; a hang is reported, and the cluster says it cannot recover."""
     env = dict(os.environ, IPYTHONDIR=str(tmp_path))
     ipcluster = [sys.executable, "-m", "ipyparallel.cluster"]
-    subprocess.run(ipcluster + ["start", "--n=2", "--profile=ddp",
-                                "--daemonize", "--ip=127.0.0.1"],
+    subprocess.run([*ipcluster, "start", "--n=2", "--profile=ddp",
+                    "--daemonize", "--ip=127.0.0.1"],
                    env=env, check=True, timeout=60)
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path))
     try:
@@ -379,7 +379,7 @@ def test_existing_profile_uses_its_engines_over_tcp(tmp_path, monkeypatch):
             with pytest.raises(RuntimeError, match="cannot restart"):
                 c.run(all_reduce_example)
     finally:
-        subprocess.run(ipcluster + ["stop", "--profile=ddp"], env=env,
+        subprocess.run([*ipcluster, "stop", "--profile=ddp"], env=env,
                        timeout=60, capture_output=True)
 
 

@@ -49,7 +49,7 @@ def test_mosaic_picks_and_layout(tiles):
         ref = random.Random(seed)   # the same draws, in the same order
         yc = int(ref.uniform(s // 2, 3 * s // 2))
         xc = int(ref.uniform(s // 2, 3 * s // 2))
-        assert picks == [5] + ref.choices(range(64), k=3)
+        assert picks == [5, *ref.choices(range(64), k=3)]
         assert image.shape == (3, 2 * s, 2 * s)
         # The four tiles meet at the centre, each with the right corner.
         assert image[:, yc - 1, xc - 1].equal(tiles[picks[0]][:, -1, -1])

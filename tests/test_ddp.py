@@ -122,7 +122,7 @@ def test_ddp_gradient_is_the_single_process_gradient_on_the_whole_batch(
 def test_recording_hook_gives_the_gradients_ddp_gives_without_it(cluster):
     plain = cluster.run(step, False)
     hooked = cluster.run(step, True)
-    for (g, _), (h, calls) in zip(plain, hooked):
+    for (g, _), (h, calls) in zip(plain, hooked, strict=True):
         assert len(calls) == 3                  # one bucket a step
         for name in g:
             torch.testing.assert_close(h[name], g[name])
@@ -139,7 +139,7 @@ def test_hook_sees_one_bucket_then_reversed_buckets_of_the_cap(cluster):
         later = [c for c in calls0 if c["iteration"] == step_]
         assert [c["index"] for c in later] == [0, 1, 2, 3]
         assert all(c["bytes"] == 16640 for c in later)
-        assert sum((c["params"] for c in later), []) == order[::-1]
+        assert [p for c in later for p in c["params"]] == order[::-1]
 
 
 def test_no_sync_makes_one_all_reduce_per_k_backward_passes(cluster):
@@ -189,7 +189,7 @@ def hooked(hook_name, as_view=False):
 
 
 def test_recording_hook_hands_the_bucket_to_torchs_hook(cluster):
-    (full0, local0, seen0, wire0, _), (full1, local1, *_) = cluster.run(
+    (full0, local0, seen0, wire0, _), (_, local1, *_) = cluster.run(
         hooked, "allreduce_hook")
     (half0, _, seen_half, wire_half, _), _ = cluster.run(
         hooked, "fp16_compress_hook")
@@ -251,7 +251,7 @@ def test_shares_storage_and_storage_bytes_count_views_once():
     views = [flat[:4].view(2, 2), flat[4:]]
     assert all(shares_storage(v, [flat]) for v in views)
     assert not shares_storage(flat[:4].clone(), [flat])
-    assert storage_bytes(views + [flat]) == 40
+    assert storage_bytes([*views, flat]) == 40
     assert storage_bytes([flat[:4].clone(), flat]) == 56
 
 

@@ -8,7 +8,7 @@ import torch.distributed as dist
 
 from ddpdemo.debug_variables import (VARIABLES, evidence, in_library,
                                      one_rank_group, table)
-from ddpdemo.devices import loopback_interface
+from ddpdemo.runtime.devices import loopback_interface
 
 
 def test_every_variable_is_backed_by_the_installed_torch(capsys):

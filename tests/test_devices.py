@@ -57,3 +57,13 @@ def test_gpu_count_is_what_this_process_may_use():
         env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), capture_output=True,
         text=True, timeout=120)
     assert hidden.stdout.split() == ["0"], hidden.stderr[-1000:]
+
+
+def test_auto_is_nccl_only_when_every_rank_has_a_gpu_of_its_own():
+    """One rule for backend="auto" (the cluster's group, ddpdemo.launch
+    and examples/train_ddp.py all ask it)."""
+    assert devices.auto_backend([(2, 0), (2, 1)]) == "nccl"
+    assert devices.auto_backend([(1, 0), (1, 1)]) == "gloo"  # rank 1: none
+    assert devices.auto_backend([(0, 0)]) == "gloo"
+    # Ranks on two hosts, each with its own GPUs.
+    assert devices.auto_backend([(1, 0), (1, 0)]) == "nccl"

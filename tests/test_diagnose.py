@@ -12,7 +12,7 @@ import torch.distributed as dist
 import ddpdemo
 import ddpdemo.examples.puzzles as puzzles
 from ddpdemo import diagnose
-from ddpdemo.ledger import Ledger
+from ddpdemo.runtime.ledger import Ledger
 
 pytestmark = pytest.mark.timeout(120)
 DATA = os.path.join(os.path.dirname(__file__), "data", "fr_gloo_2ranks.pkl")

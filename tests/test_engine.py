@@ -11,6 +11,7 @@ import torch.distributed as dist
 
 from ddpdemo import devices
 from ddpdemo.runtime import engine
+from ddpdemo.runtime.rendezvous import FileRendezvous
 
 pytestmark = pytest.mark.fast
 
@@ -83,8 +84,9 @@ def test_init_group_forms_a_one_rank_group(tmp_path, namespace,
                                            monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "0")
     try:
-        assert engine.init_group("gloo", 0, 1, 30.0,
-                                 file_path=str(tmp_path / "store")) == "gloo"
+        assert engine.init_group(
+            "gloo", 0, 1, 30.0,
+            FileRendezvous(str(tmp_path / "store"))) == "gloo"
         assert (namespace["rank"], namespace["world_size"]) == (0, 1)
         assert namespace["device"] == torch.device("cpu")
         t = torch.tensor([5])

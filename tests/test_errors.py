@@ -5,8 +5,9 @@ import faulthandler
 import linecache
 
 from ddpdemo import ledger
-from ddpdemo.errors import (HangError, RankError, format_stack, in_module,
-                            parse_stack, short_path)
+from ddpdemo.runtime.errors import (Failure, HangError, RankError,
+                                    format_stack, in_module, parse_stack,
+                                    short_path)
 from ddpdemo.runtime import engine
 
 import pytest
@@ -134,7 +135,7 @@ def test_parse_stack_recognises_the_real_engine_file(tmp_path):
 
 
 def test_a_rank_on_another_prefix_is_matched_by_the_package_path():
-    from ddpdemo.errors import package_path
+    from ddpdemo.runtime.errors import package_path
     other = "/elsewhere/venv/src/" + package_path(engine.__file__)
     assert in_module(other, engine)
     # The ledger hides the engine's frames by the same reference.
@@ -143,3 +144,30 @@ def test_a_rank_on_another_prefix_is_matched_by_the_package_path():
               {"name": "step", "filename": "/tmp/ipykernel_1/2.py"},
               {"name": "train", "filename": "/tmp/ipykernel_1/2.py"}]
     assert ledger.site(frames) == "train > step"
+
+
+def test_rank_error_keeps_each_failure_as_data():
+    """Per rank, the exception's type, message and traceback text, as
+    fields; the message is made from them (its first line, cut at 300)."""
+    raised = Failure("ValueError", "bad input\nsecond line",
+                     "Traceback (most recent call last):\n  ...\n")
+    error = RankError({1: raised, 0: "process died (signal SIGKILL)"})
+    assert error.failures[1] is raised
+    assert error.failures[1].traceback.startswith("Traceback")
+    assert error.failures[0] == Failure(None, "process died (signal "
+                                              "SIGKILL)")
+    assert error.errors == {0: "process died (signal SIGKILL)",
+                            1: "ValueError: bad input"}
+    assert "  rank 1: ValueError: bad input" in str(error).splitlines()
+    long = Failure("KeyError", "x" * 400)
+    assert len(long.line) == 300 and str(long) == long.line
+
+
+def test_hang_summary_is_made_from_the_errors_data():
+    # The summary's first line comes from the ranks and the timeout, not
+    # from reading the message back.
+    error = HangError([1], 5, 2, {1: parse_stack(DUMP)})
+    error.args = ("a message rewritten by someone",)
+    assert error.summary().splitlines()[0] == (
+        "1 of 2 ranks did not finish within 5 s: rank 1 (finished: "
+        "rank 0).")

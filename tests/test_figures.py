@@ -34,7 +34,7 @@ def test_rank_colors_are_distinct_and_wrap():
 def test_timeline_draws_one_bar_per_span_from_the_earliest_time():
     drawn = bars(timeline(SPANS))
     assert [row for row, _, _ in drawn] == [s[0] for s in SPANS]
-    for (_, left, width), (_, _, start, end) in zip(drawn, SPANS):
+    for (_, left, width), (_, _, start, end) in zip(drawn, SPANS, strict=True):
         assert left == pytest.approx(start - 10.0)
         assert width >= end - start - 1e-12
 

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from ddpdemo import flight
+from ddpdemo.runtime.rendezvous import FileRendezvous
 
 pytestmark = pytest.mark.fast
 
@@ -43,7 +44,7 @@ def respond(spec, ars, rank, answer):
 
 def test_stuck_ranks_answer_through_the_store_idle_ones_directly(
         tmp_path, Result):
-    spec = flight.store_spec(file_path=str(tmp_path / "store"))
+    spec = FileRendezvous(str(tmp_path / "store"))
     ars = [Result(), Result(), Result()]
     thread = respond(spec, ars, 0, {"rank": 0, "dump": {}, "stack": "S0"})
     asked, stacks = [], {}
@@ -59,7 +60,7 @@ def test_stuck_ranks_answer_through_the_store_idle_ones_directly(
 
 def test_a_stuck_rank_that_does_not_answer_is_none_within_the_bound(
         tmp_path, Result):
-    spec = flight.store_spec(file_path=str(tmp_path / "store"))
+    spec = FileRendezvous(str(tmp_path / "store"))
     ars = [Result(), Result()]
     records = flight.collect(spec, ars, pending=[0, 1], timeout=0.2,
                              ask=lambda ranks: [])
@@ -70,7 +71,7 @@ def test_a_stuck_rank_that_dies_is_not_waited_for(tmp_path, Result):
     # A stack dump can kill a stuck rank (CPython 3.11's faulthandler):
     # its responder died with it, so waiting the whole bound for it would
     # add seconds to the hang report.
-    spec = flight.store_spec(file_path=str(tmp_path / "store"))
+    spec = FileRendezvous(str(tmp_path / "store"))
     ars = [Result(), Result()]
     thread = respond(spec, ars, 0, {"rank": 0, "dump": {}, "stack": "S0"})
     start = time.monotonic()
@@ -84,3 +85,21 @@ def test_a_stuck_rank_that_dies_is_not_waited_for(tmp_path, Result):
     # Waiting for the dead rank would take the whole bound; it returns
     # once rank 0 has answered, long before.
     assert took < bound / 2
+
+
+def test_a_responders_error_reaches_the_report(tmp_path, Result):
+    """A rank whose side thread failed to record says why: flight.collect
+    keeps its answer, and the ledger (part of every report) prints it."""
+    from ddpdemo.runtime.ledger import Ledger
+    spec = FileRendezvous(str(tmp_path / "store"))
+    ars = [Result(), Result()]
+    why = "RuntimeError('the recorder is gone')"
+    thread = respond(spec, ars, 1, {"rank": 1, "error": why, "stack": "S1"})
+    records = flight.collect(spec, ars, pending=[1],
+                             ask=lambda ranks: [None for _ in ranks])
+    thread.join(timeout=10)
+    assert records[1] == {"rank": 1, "error": why}
+    ledger = Ledger(2, records)
+    assert ledger.failed == {1: why} and ledger.silent == [0, 1]
+    assert f"rank 1's Flight Recorder could not be read: {why}" in \
+        str(ledger).splitlines()

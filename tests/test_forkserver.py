@@ -2,6 +2,7 @@
 environment, directory and log it was given; its exit status (or signal)
 is recorded; the server ends with its parent."""
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -50,8 +51,8 @@ def test_child_runs_the_module_as_asked_and_its_exit_is_recorded(server):
     assert pid != os.getpid()
     assert wait_for(lambda: forkserver.read_exit(sock, pid) is not None)
     assert forkserver.read_exit(sock, pid) == 3
-    assert open(log).read().split() == ["probe-value", str(work),
-                                        "['hello']"]
+    assert pathlib.Path(log).read_text().split() == [
+        "probe-value", str(work), "['hello']"]
 
 
 def test_a_killed_child_reads_as_its_signal(server):

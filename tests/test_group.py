@@ -3,6 +3,7 @@ which engine is which rank, LOCAL_RANK per host, the backend "auto" settles on,
 and which store each rank is given. (Real groups: test_cluster.py.)
 The stand-in engines are conftest.py's StandInEngines."""
 from ddpdemo.runtime import engine, group
+from ddpdemo.runtime.rendezvous import FileRendezvous
 
 import pytest
 
@@ -39,17 +40,20 @@ def test_prepare_gives_each_rank_its_environment_and_dump(FakeEngines):
 
 def test_a_file_store_or_rank_0s_tcp_store(FakeEngines):
     engines = FakeEngines()
-    group.init_group(engines, [1, 2], "gloo", 60.0, file_path="/s")
+    here = FileRendezvous("/s")
+    assert group.init_group(engines, [1, 2], "gloo", 60.0, here) is here
     assert [c[0] for c in engines.calls] == [engine.init_group]
-    assert engines.calls[0][3] == {"file_path": "/s", "arm": False}
-    assert engines.calls[0][2] == [("gloo", 0, 2, 60.0),
-                                   ("gloo", 1, 2, 60.0)]
+    assert engines.calls[0][3] == {"arm": False}
+    assert engines.calls[0][2] == [("gloo", 0, 2, 60.0, here),
+                                   ("gloo", 1, 2, 60.0, here)]
     engines = FakeEngines()
-    group.init_group(engines, [1, 2], "gloo", 60.0, master_addr="10.0.0.1")
+    met = group.init_group(engines, [1, 2], "gloo", 60.0,
+                           master_addr="10.0.0.1")
     store, init = engines.calls
     assert store[0] is engine.open_tcp_store and store[1] == [1]
     assert store[2] == [(2, "10.0.0.1", 60.0)]
-    assert init[3] == {"tcp": ("127.0.0.1", 4321), "arm": False}
+    # Every rank meets where rank 0's store said, and so will the ledger.
+    assert [args[-1] for args in init[2]] == [met, met]
 
 
 def test_forming_a_group_takes_three_round_trips_the_responder_riding_init(
@@ -58,9 +62,9 @@ def test_forming_a_group_takes_three_round_trips_the_responder_riding_init(
     # responder is armed by init_group's call, not one of its own.
     engines = FakeEngines([(0, "a"), (1, "a")])
     formed = group.form(engines, [4, 5], "auto", {}, 60.0,
-                        file_path="/tmp/s")
+                        rendezvous=FileRendezvous("/tmp/s"))
     assert [c[0] for c in engines.calls] == [
         engine.identify, engine.prepare, engine.init_group]
-    assert engines.calls[-1][3] == {"file_path": "/tmp/s", "arm": True}
+    assert engines.calls[-1][3] == {"arm": True}
     assert formed == group.Formed([4, 5], [100, 101], "gloo",
-                                  ("file", "/tmp/s"))
+                                  FileRendezvous("/tmp/s"))

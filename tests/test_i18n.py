@@ -43,7 +43,7 @@ def test_translation_files_name_their_page_and_hold_chinese():
             continue            # named by the test above
         named, entries = i18n.read(path)
         assert named == page, path
-        for key, (_, en, zh) in entries.items():
+        for key, (_, _, zh) in entries.items():
             assert CJK.search(zh), f"{page}: {key} has no Chinese: {zh!r}"
 
 
@@ -137,7 +137,7 @@ def test_a_changed_cell_is_named_with_its_index_and_id(book):
     found = [i18n.describe(*p, book) for p in i18n.problems(book)]
     assert found == ["book/01_barrier.ipynb: cell 2 (id after) changed "
                      "since it was translated"]
-    with pytest.raises(LookupError, match="cell 2 .id after. changed"):
+    with pytest.raises(LookupError, match=r"cell 2 .id after. changed"):
         zh_book.generate(book, book / "_build" / "zh-src")
 
 
@@ -247,7 +247,7 @@ def test_accept_records_the_current_english(book):
     _edit_cell(book, 2, "Every rank waits at the barrier.")
     path = i18n.translation_file("book/01_barrier.ipynb", book)
     page, entries = i18n.read(path)
-    entries["after"] = entries["after"][:2] + ("每个 rank 都在屏障处等待。",)
+    entries["after"] = (*entries["after"][:2], "每个 rank 都在屏障处等待。")
     i18n.write(path, page, entries)
     assert i18n.problems(book) != []
     i18n.accept(page, ["after"], book)
@@ -345,7 +345,7 @@ def test_chinese_notebooks_have_the_english_code_and_outputs(chinese):
         zh = json.loads((chinese / page).read_text())
         assert zh["metadata"] == en["metadata"], page
         assert len(zh["cells"]) == len(en["cells"]), page
-        for i, (a, b) in enumerate(zip(en["cells"], zh["cells"])):
+        for i, (a, b) in enumerate(zip(en["cells"], zh["cells"], strict=True)):
             assert (a["id"], a["cell_type"]) == (b["id"], b["cell_type"])
             if a["cell_type"] == "code":
                 where = f"{page}: cell {i} (id {a['id']})"
@@ -409,7 +409,7 @@ def _terms():
         shown = re.split(r"、|/", shown)
         if len(shown) != len(names):        # "average, mean | 平均值"
             shown = ["、".join(shown)] * len(names)
-        for name, chinese in zip(names, shown):
+        for name, chinese in zip(names, shown, strict=True):
             table[name.strip().lower()] = chinese.strip()
     return table
 

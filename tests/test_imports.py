@@ -28,7 +28,7 @@ PARTS = ("ddpdemo.runtime", "ddpdemo.book", "ddpdemo.examples",
 # the fork server), and what it needs.
 RANK_SIDE = {f"ddpdemo.runtime.{m}" for m in (
     "engine", "guard", "forkserver", "flight", "devices", "errors",
-    "ledger", "torchversion")} | {"ddpdemo.launch"}
+    "ledger", "torchversion", "rendezvous")} | {"ddpdemo.launch"}
 # The notebook kernel's side of a cluster.
 KERNEL_SIDE = {f"ddpdemo.runtime.{m}" for m in (
     "cluster", "engines", "placement", "ssh", "batch", "outcome", "watch",
@@ -37,11 +37,11 @@ KERNEL_SIDE = {f"ddpdemo.runtime.{m}" for m in (
 # What runs ranks and scripts from a notebook: none of it belongs in a
 # torchrun script.
 NOTEBOOK_SIDE = KERNEL_SIDE | {"ddpdemo.runtime.processes", "ddpdemo.scripts",
-                               "ddpdemo.nodes", "ddpdemo.bench",
+                               "ddpdemo.nodes", "ddpdemo.book.bench",
                                "ddpdemo.interactive"}
-# The chapters' names for modules that live in the runtime (the same
-# module objects).
-ALIASES = ("errors", "ledger", "flight", "devices")
+# The top level holds what the chapters import (issue 48), the command
+# shims `python -m ddpdemo.explain` and `ddpdemo.check` included.
+TOP_LEVEL_LIMIT = 20
 
 
 def module_names():
@@ -123,9 +123,9 @@ def find_cycle(edges):
         state[node] = "open"
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == "open":
-                return trail[trail.index(nxt):] + [nxt]
+                return [*trail[trail.index(nxt):], nxt]
             if nxt not in state:
-                cycle = visit(nxt, trail + [nxt])
+                cycle = visit(nxt, [*trail, nxt])
                 if cycle:
                     return cycle
         state[node] = "done"
@@ -158,8 +158,8 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_the_graph_sees_function_level_and_relative_imports():
     edges = graph()
-    # bench imports Cluster inside a function, through `from . import`.
-    assert "ddpdemo" in edges["ddpdemo.bench"]
+    # bench imports Cluster inside a function, through `from .. import`.
+    assert "ddpdemo" in edges["ddpdemo.book.bench"]
     assert "ddpdemo.runtime.cluster" in edges["ddpdemo"]
     assert "ddpdemo.runtime.flight" in edges["ddpdemo.runtime.outcome"]
     assert "ddpdemo.runtime.guard" in edges["ddpdemo.runtime.forkserver"]
@@ -181,23 +181,55 @@ def test_no_import_cycle():
 
 
 def test_no_import_cycle_between_the_parts():
-    """The top level may use the runtime and the book's tooling; neither
-    of them, nor the examples' scripts, may be used back."""
+    """The top level may use the runtime; the runtime uses nothing back,
+    and nothing uses the book's tooling (whose benchmark measures the
+    rest)."""
     parts = parts_graph(graph())
     assert find_cycle(parts) is None, parts
     assert parts.get("ddpdemo.runtime", set()) == set()
-    assert parts.get("ddpdemo.book", set()) == set()
+    assert not {p for p, targets in parts.items()
+                if "ddpdemo.book" in targets}, parts
 
 
-def test_the_chapters_names_are_the_runtimes_modules():
-    for name in ALIASES:
-        __import__(f"ddpdemo.{name}")
-        assert sys.modules[f"ddpdemo.{name}"] is \
-            sys.modules[f"ddpdemo.runtime.{name}"]
-        assert getattr(ddpdemo, name) is getattr(ddpdemo.runtime, name)
-    from ddpdemo.ledger import Ledger
-    from ddpdemo.runtime.ledger import Ledger as RuntimeLedger
-    assert Ledger is RuntimeLedger
+def top_level_modules():
+    """The modules at the top of the package (not its subpackages)."""
+    return sorted(p.stem for p in PACKAGE.glob("*.py")
+                  if p.name != "__init__.py")
+
+
+def test_the_top_level_holds_at_most_twenty_modules():
+    modules = top_level_modules()
+    assert len(modules) <= TOP_LEVEL_LIMIT, modules
+    # The counter sees the package's own modules and no subpackage.
+    assert "ring" in modules and "runtime" not in modules
+
+
+def test_no_module_replaces_itself_in_sys_modules():
+    """A module that swaps itself out of sys.modules surprises readers
+    and tools (the alias modules of issue 48 did)."""
+    assert swaps_itself("import sys\nsys.modules[__name__] = sys\n")
+    for name, path in module_names().items():
+        assert not swaps_itself(path.read_text()), name
+
+
+def swaps_itself(source):
+    """Whether `source` assigns sys.modules[__name__]."""
+    return any(ast.unparse(target) == "sys.modules[__name__]"
+               for node in ast.walk(ast.parse(source))
+               if isinstance(node, ast.Assign) for target in node.targets)
+
+
+def test_the_chapters_short_names_are_the_runtimes_modules():
+    """`from ddpdemo import ledger` (and errors, flight, devices) gives
+    the runtime's module, where the code lives; no ddpdemo.ledger module
+    exists besides it."""
+    for name in ddpdemo.RUNTIME_MODULES:
+        module = getattr(ddpdemo, name)
+        assert module.__name__ == f"ddpdemo.runtime.{name}"
+        assert f"ddpdemo.{name}" not in module_names()
+    from ddpdemo import ledger
+    from ddpdemo.runtime.ledger import Ledger
+    assert ledger.Ledger is Ledger
 
 
 def test_the_packages_names_load_on_first_use():
@@ -219,16 +251,18 @@ def test_the_runtime_imports_nothing_outside_itself():
     assert not outside, sorted(outside)
 
 
-def test_only_bench_reaches_into_the_book_tooling():
+def test_only_the_benchmark_reaches_out_of_the_book_tooling():
+    """Nothing of ddpdemo imports the tooling; of the tooling, only the
+    benchmark (ddpdemo.book.bench, which measures the runtime and the
+    book) imports the rest of ddpdemo."""
     edges = graph()
     users = {n for n, targets in edges.items()
-             if not n.startswith("ddpdemo.book")
-             and any(t.startswith("ddpdemo.book") for t in targets)}
-    assert users <= {"ddpdemo.bench"}, users
-    # And the book tooling imports nothing of ddpdemo outside itself.
-    book = {n for n in edges if n.startswith("ddpdemo.book")}
-    outside = set().union(*(edges[n] for n in book)) - book
-    assert not outside, outside
+             if part(n) != "ddpdemo.book"
+             and any(part(t) == "ddpdemo.book" for t in targets)}
+    assert not users, users
+    book = {n for n in edges if part(n) == "ddpdemo.book"}
+    reaching = {n for n in book if edges[n] - book}
+    assert reaching == {"ddpdemo.book.bench"}, reaching
 
 
 def test_the_triage_commands_import_only_the_runtime():

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from ddpdemo import interactive
-from ddpdemo.ledger import Ledger
+from ddpdemo.runtime.ledger import Ledger
 from ddpdemo.ring import RingStats
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.fast]

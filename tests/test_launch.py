@@ -32,7 +32,7 @@ launch.finish()
 
 
 def test_init_and_print_ranked_under_torchrun(tmp_path, torchrun):
-    from ddpdemo.devices import loopback_interface
+    from ddpdemo.runtime.devices import loopback_interface
     script = tmp_path / "hello.py"
     script.write_text(textwrap.dedent(SCRIPT))
     done = torchrun(str(script))
@@ -41,3 +41,13 @@ def test_init_and_print_ranked_under_torchrun(tmp_path, torchrun):
         f"[rank {r}] {line}" for r in range(2)
         for line in (f"rank {r} of 2 on cpu",
                      f"gloo on {loopback_interface()}")]
+
+
+def test_reason_is_torchs_message_without_gloos_source_location():
+    from ddpdemo.launch import reason
+    error = RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc"
+                         ":534] Timed out waiting 5000ms for recv "
+                         "operation to complete\nException raised from ...")
+    assert reason(error) == ("Timed out waiting 5000ms for recv operation "
+                             "to complete")
+    assert reason(RuntimeError("no location")) == "no location"

@@ -10,7 +10,7 @@ import pickle
 import pytest
 
 import ddpdemo
-from ddpdemo.ledger import (Called, Finding, Ledger, Site, Stopped,
+from ddpdemo.runtime.ledger import (Called, Finding, Ledger, Site, Stopped,
                             entries, site)
 
 pytestmark = pytest.mark.fast
@@ -254,7 +254,7 @@ def test_a_state_other_than_scheduled_is_shown(recorded):
 
 
 def test_rank_error_shows_the_ledger_only_when_it_says_something(recorded):
-    from ddpdemo.errors import HangError, RankError
+    from ddpdemo.runtime.errors import HangError, RankError
     agree = copy.deepcopy(recorded["lonely"])
     del agree[0]["dump"]["entries"][2]
     quiet = RankError({0: "ValueError: x"}, ledger=Ledger(2, agree))

@@ -39,7 +39,8 @@ def test_command_prints_the_table_and_its_status():
     assert "total" in run.stdout and "08_when_ddp_hangs" in run.stdout
     words, code = (int(x) for x in
                    run.stdout.splitlines()[-2].split()[1:3])
-    assert (words, code) == tuple(map(sum, zip(*length.measure().values())))
+    assert (words, code) == tuple(map(sum, zip(*length.measure().values(),
+                                         strict=True)))
     assert run.returncode == 0          # within: the test above holds it
 
 

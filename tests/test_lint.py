@@ -1,7 +1,8 @@
 """The linter: ruff, as pyproject.toml configures it ([tool.ruff]:
-pycodestyle's errors and pyflakes, lines of 79), over the package, the
-tests and the book's tooling; notebooks are strict nbval's. A finding
-fails the test, with ruff's own report."""
+pycodestyle's errors, pyflakes, bugbear, pyupgrade, simplify, ruff's own
+rules and McCabe complexity, lines of 79; Chinese full-width punctuation
+allowed), over the package, the tests and the book's tooling; notebooks
+are strict nbval's. A finding fails the test, with ruff's own report."""
 import pathlib
 import subprocess
 import sys
@@ -41,3 +42,24 @@ def test_the_configuration_is_the_one_checked(tmp_path):
                         '"nbformat_minor": 5}')
     run = ruff("--config", str(CONFIG), str(tmp_path))
     assert "nb.ipynb" not in run.stdout
+
+
+def test_the_wider_rules_are_on_and_chinese_text_is_not_a_finding(
+        tmp_path):
+    """Issue 48's rules find what they are for; full-width Chinese
+    punctuation is allowed, a Cyrillic look-alike of an ASCII letter is
+    not."""
+    branches = "\n".join(f"    if x == {i}:\n        return {i}"
+                         for i in range(12))
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "def pairs(a, b, seen={}):\n    return list(zip(a, b))\n\n\n"
+        f"def many(x):\n{branches}\n    return None\n\n\n"
+        "LOOK_ALIKE = '\u0430'\n")
+    run = ruff("--config", str(CONFIG), str(bad))
+    for rule in ("B006", "B905", "C901", "RUF001"):
+        assert rule in run.stdout, (rule, run.stdout)
+    chinese = tmp_path / "zh.py"
+    chinese.write_text('TEXT = "（一）每个 rank：等待，对吗？是的；好！"\n')
+    run = ruff("--config", str(CONFIG), str(chinese))
+    assert run.returncode == 0, run.stdout + run.stderr

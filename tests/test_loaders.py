@@ -20,7 +20,7 @@ def reference(n=N, seed=SEED):
 
 
 def loader_items(loader):
-    images, labels = zip(*loader)
+    images, labels = zip(*loader, strict=True)
     return torch.cat(images), torch.cat(labels)
 
 

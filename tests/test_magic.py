@@ -60,7 +60,7 @@ def test_px_magics_are_registered(shell_and_cluster):
 
 def test_stopping_a_second_cluster_hands_the_magic_back(shell_and_cluster,
                                                         capsys):
-    shell, first = shell_and_cluster
+    shell, _ = shell_and_cluster
     with ddpdemo.Cluster(world_size=1, backend="gloo") as second:
         shell.run_cell_magic("ranks", "", "world_size")
         assert capsys.readouterr().out.splitlines() == ["[rank 0] 1"]

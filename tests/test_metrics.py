@@ -82,7 +82,8 @@ def test_padding_mask_keeps_every_sample_exactly_once(n, world_size,
         indices = list(sampler)
         mask = padding_mask(sampler)
         assert mask.shape == (len(indices),)
-        kept.update(i for i, pad in zip(indices, mask.tolist()) if not pad)
+        kept.update(i for i, pad in zip(indices, mask.tolist(), strict=True)
+                    if not pad)
         padded += int(mask.sum())
     assert kept == collections.Counter(range(n))
     assert padded == sampler.total_size - n

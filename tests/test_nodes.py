@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from ddpdemo.book import bench
 from ddpdemo.examples.node_cache import LABELS, cache_labels
 from ddpdemo.nodes import SimulatedNodes, torchrun_env, torchrun_nodes
 
@@ -67,7 +68,7 @@ def test_a_port_taken_before_node_0_binds_it_is_replaced(monkeypatch,
         monkeypatch.setattr(module, "free_port", ports.pop)
         monkeypatch.setattr(module, "AFTER_FAILURE", 1.0)
         start = time.monotonic()
-        node0, node1 = torchrun_nodes("-m", "ddpdemo.bench", "--oneshot",
+        node0, node1 = torchrun_nodes("-m", bench.__name__, "--oneshot",
                                       nproc_per_node=1,
                                       timeout=TORCHRUN_TIMEOUT)
     assert (node0.returncode, node1.returncode) == (0, 0), \

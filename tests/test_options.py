@@ -1,8 +1,11 @@
 """ddpdemo.runtime.options: what a Cluster may be asked for, checked
 before anything starts (no engines here: pure checks)."""
+import datetime
+
 import pytest
 
 from ddpdemo.runtime import options
+from ddpdemo.runtime.cluster import Cluster
 from ddpdemo.runtime.placement import (LauncherPlacement, LocalPlacement,
                                        ProfilePlacement)
 from ddpdemo.runtime.ssh import SSHRanks
@@ -57,7 +60,7 @@ def test_a_file_store_needs_every_rank_here():
     ("mpi", None, {"sbatch_args": []}, "sbatch_args for engines='mpi'"),
     ("ssh", None, {"hosts": {"a": 2}, "mpiexec_args": []}, "mpiexec_args"),
     ("ssh", None, {}, r"engines='ssh' needs hosts="),
-    ("local", "mine", {"controller_ip": "10.0.0.1"},
+    (None, "mine", {"controller_ip": "10.0.0.1"},
      r"controller_ip for profile='mine' \(which takes none"),
 ])
 def test_a_keyword_the_placement_does_not_take_is_a_type_error(
@@ -85,3 +88,55 @@ def test_each_keyword_reaches_its_placement():
         hosts={"a": 1, "b": 1}, ssh_args=["-F", "c"], controller_ip="h"))
     assert ssh.ssh_args == ["-F", "c"] and ssh.slots == [("a", 0), ("b", 0)]
     assert ssh.controller_kwargs == {"controller_ip": "h"}
+
+
+# Every Cluster value is checked when the cluster is made (nothing starts
+# here), and the error names the parameter (issue 48).
+@pytest.mark.parametrize("kwargs,error,text", [
+    ({"group_timeout": -5}, ValueError,
+     r"group_timeout must be a positive number of seconds"),
+    ({"group_timeout": "soon"}, TypeError,
+     r"group_timeout must be a positive number of seconds .* got 'soon'"),
+    ({"group_timeout": datetime.timedelta(0)}, ValueError, "group_timeout"),
+    ({"start_timeout": 0}, ValueError,
+     r"^start_timeout must be a positive number of seconds"),
+    ({"start_timeout": True}, TypeError, r"^start_timeout must be"),
+    ({"timeout": float("inf")}, ValueError, r"^timeout must be"),
+    ({"master_addr": 12345}, TypeError,
+     r"master_addr must be a host name or IP address as a str, got 12345"),
+    ({"master_addr": " "}, ValueError, r"master_addr must be a host name"),
+    ({"engines": "ssh", "hosts": {"a": 2}, "controller_ip": 10}, TypeError,
+     r"controller_ip must be a host name or IP address as a str"),
+    ({"spares": "no"}, TypeError, r"spares must be True or False, got 'no'"),
+    ({"spares": 0}, TypeError, r"spares must be True or False, got 0"),
+    ({"profile": "x", "engines": "slurm"}, ValueError,
+     r"profile='x' and engines='slurm' conflict"),
+    ({"profile": "x", "engines": "local"}, ValueError, r"conflict"),
+    ({"profile": 3}, TypeError, r"profile must be the name"),
+    ({"flight_recorder": -1}, ValueError, r"flight_recorder must be"),
+    ({"env": {"OMP_NUM_THREADS": 1}}, TypeError,
+     r"env must be a dict of str to str"),
+    ({"env": ["X=1"]}, TypeError, r"env must be a dict"),
+])
+def test_a_wrong_cluster_value_is_named_when_the_cluster_is_made(
+        kwargs, error, text):
+    with pytest.raises(error, match=text):
+        Cluster(world_size=2, **kwargs)
+
+
+def test_timeouts_may_be_timedeltas_and_end_as_seconds():
+    cluster = Cluster(world_size=2, timeout=datetime.timedelta(seconds=3),
+                      group_timeout=datetime.timedelta(minutes=2),
+                      start_timeout=90, master_addr="10.0.0.1",
+                      spares=False)
+    assert (cluster.timeout, cluster.group_timeout,
+            cluster.start_timeout) == (3.0, 120.0, 90.0)
+    assert cluster.master_addr == "10.0.0.1"
+    assert cluster.spares is False
+    # Unset, the group's timeout follows the run's bound.
+    assert Cluster(world_size=2, timeout=100).group_timeout == 400.0
+
+
+def test_reset_on_a_stopped_cluster_says_it_is_stopped():
+    with pytest.raises(RuntimeError, match="this cluster is stopped"):
+        Cluster(world_size=2).reset()

@@ -82,9 +82,9 @@ def test_rank_minus_one_takes_no_barrier():
 
 def test_other_ranks_do_take_a_barrier_without_a_group():
     # The converse of the test above: rank 1 must call dist.barrier().
-    with pytest.raises((ValueError, RuntimeError)):
-        with torch_distributed_zero_first(1):
-            pass
+    with pytest.raises((ValueError, RuntimeError)), \
+            torch_distributed_zero_first(1):
+        pass
 
 
 def test_rank_0_raising_leaves_the_others_waiting(cluster):

@@ -10,6 +10,7 @@ import threading
 
 from ddpdemo import flight
 from ddpdemo.runtime import engine, outcome, processes, waiting
+from ddpdemo.runtime.rendezvous import FileRendezvous
 
 from conftest import StandInEngines as Engines
 
@@ -48,8 +49,9 @@ def test_a_raising_and_a_dead_rank_are_described(Result):
     out = outcome.settle([Result(error=ValueError("bad")),
                           Result(done=False)], 5, gen)
     assert out.dead == [1] and out.pending == []
-    assert out.errors == {0: "ValueError: bad",
-                          1: "process died (signal SIGKILL)"}
+    assert out.errors[0].line == "ValueError: bad"
+    assert out.errors[0].type == "ValueError"
+    assert out.errors[1] == "process died (signal SIGKILL)"
 
 
 def test_a_failed_run_with_a_store_gets_its_ledger(tmp_path, Result):
@@ -87,7 +89,7 @@ def test_a_failed_signal_dump_keeps_the_stack_the_responder_sent(
         tmp_path, Result):
     """Rank 1's process has ended (its dump never comes); its side thread
     had answered with its stack, and that stack is what is shown."""
-    spec = flight.store_spec(file_path=str(tmp_path / "store"))
+    spec = FileRendezvous(str(tmp_path / "store"))
     ars = [Result(), Result(done=False)]
     dump = ("Current thread 0x1 (most recent call first):\n"
             '  File "/t/cell.py", line 3 in stuck\n'
@@ -104,7 +106,8 @@ def test_a_failed_signal_dump_keeps_the_stack_the_responder_sent(
     with ended_child() as pid:
         gen = outcome.Generation(Engines(), ids=[10, 11], pids=[1, pid],
                                  is_alive=lambda r: True, store=spec,
-                                 dump=str(tmp_path / "stack-{}.txt"))
+                                 dump=str(tmp_path / "stack-{}.txt"),
+                                 local=True)
         out = outcome.settle(ars, 0.1, gen)
     thread.join(timeout=10)
     assert out.pending == [1]

@@ -22,7 +22,7 @@ def test_guarded_command_names_parent_remove_and_preload():
     assert cmd == [sys.executable, "-m", guard.__name__, str(os.getpid()),
                    "--remove", "/tmp/x", "--preload", "torch",
                    "ipyparallel.engine"]
-    assert guard.parse(cmd[3:] + ["--flag"]) == (
+    assert guard.parse([*cmd[3:], "--flag"]) == (
         os.getpid(), "/tmp/x", ["torch"], "ipyparallel.engine", ["--flag"])
 
 
@@ -182,7 +182,7 @@ def test_a_zombie_is_not_alive_for_the_guard_nor_the_cluster():
 
 def test_until_returns_the_first_true_value_or_the_last_false_one():
     calls = []
-    assert waiting.until(lambda: calls.append(1) or len(calls) >= 3 and 7,
+    assert waiting.until(lambda: calls.append(1) or (len(calls) >= 3 and 7),
                          5, every=0) == 7
     start = time.monotonic()
     assert waiting.until(lambda: 0, 0.2) == 0

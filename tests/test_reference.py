@@ -162,7 +162,7 @@ def provoke(kind, tmp_path):
         return "\n".join(mismatched(tmp_path))
     try:
         if kind == "open":              # a file that is not there
-            open(tmp_path / "missing")
+            (tmp_path / "missing").read_text()
     except Exception as error:
         return f"{type(error).__name__}: {error}"
     raise AssertionError(f"{kind} raised nothing")

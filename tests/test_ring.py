@@ -68,7 +68,7 @@ def test_ring_on_floats_is_close_and_bitwise_identical_on_every_rank(
     reference = sum(rank_input(r, (4, 5), torch.float32, 7).t()
                     for r in range(WORLD_SIZE))
     rings = [r[1] for r in results]
-    for ring, builtin in zip(rings, [r[2] for r in results]):
+    for ring, builtin in zip(rings, [r[2] for r in results], strict=True):
         assert ring.shape == (5, 4)
         torch.testing.assert_close(ring, builtin)
         torch.testing.assert_close(ring, reference)
@@ -135,7 +135,7 @@ def test_plot_ring_steps_draws_every_chunk_of_every_rank(cluster):
 
 def test_single_rank_group_sends_nothing_and_keeps_the_tensor(cluster):
     results = cluster.run(ring_vs_builtin, [2], (5,), torch.int64, 4)
-    same_object, ring, builtin, stats = results[2]
+    _, ring, _, stats = results[2]
     assert torch.equal(ring, rank_input(2, (5,), torch.int64, 4))
     assert stats.steps == [] and stats.bytes_sent == 0
     assert RingStats().bytes_sent == 0

@@ -49,7 +49,7 @@ def test_different_seeds_draw_differently(restore_flags):
     init_seeds(1)
     first = draws()
     init_seeds(2)
-    assert all(a != b for a, b in zip(first, draws()))
+    assert all(a != b for a, b in zip(first, draws(), strict=True))
 
 
 def test_deterministic_flags(restore_flags, monkeypatch):

@@ -13,8 +13,10 @@ reason, where Chromium (`apt-get install chromium`) or Playwright is
 missing. Pages come from `_toc.yml`, so new chapters are checked as soon
 as they are listed there.
 """
+import contextlib
 import functools
 import http.server
+import itertools
 import pathlib
 import re
 import shutil
@@ -262,10 +264,8 @@ def images_shown(page, path):
     seen, wrong = 0, []
     for element in page.locator("img, figure").all():
         what = f"{path}: {element.evaluate('e => e.outerHTML')[:120]}"
-        try:
+        with contextlib.suppress(TimeoutError):   # hidden: said just below
             _reveal(page, element)
-        except TimeoutError:
-            pass                           # hidden: said just below
         if not element.is_visible():
             wrong.append(f"hidden: {what}")
             continue
@@ -335,7 +335,6 @@ def test_next_and_previous_walk_the_table_of_contents(visit):
 
 
 def test_notebook_pages_offer_download_launch_and_copy(visit, site):
-    base, html = site
     notebooks = [n for n in toc_order() if (ROOT / f"{n}.ipynb").is_file()]
     assert notebooks
     for name in notebooks:
@@ -526,7 +525,7 @@ def weigh_site(browser, base, html):
 
     for zh in (False, True):
         same = [p for p in pages if (p.split("/")[0] == "zh") == zh]
-        for path, then in zip(same, same[1:] + same[:1]):
+        for path, then in zip(same, same[1:] + same[:1], strict=True):
             *first[path], second[then] = page_weight(browser, base, path,
                                                      then, problems, inspect)
     return ({path: (*first[path], second[path]) for path in pages},
@@ -1014,7 +1013,7 @@ def _zh_texts(visit):
     page = visit.open(f"zh/{names[0]}.html")
     texts = page.evaluate(ARTICLE_TEXT,
                           [f"{visit.base}zh/{n}.html" for n in names])
-    return {n: t.lower() for n, t in zip(names, texts)}
+    return {n: t.lower() for n, t in zip(names, texts, strict=True)}
 
 
 def _edition_words(texts):
@@ -1030,7 +1029,7 @@ def _edition_words(texts):
         cut = list(jieba.cut(text))
         single = {w for w in cut if HAN.fullmatch(w)}
         double = collections.Counter(
-            a + b for a, b in zip(cut, cut[1:])
+            a + b for a, b in itertools.pairwise(cut)
             if HAN.fullmatch(a) and HAN.fullmatch(b) and a + b not in single)
         longest = sorted(single, key=lambda w: (-len(w), w))[:1] + sorted(
             double, key=lambda w: (-len(w), w))[:1]

@@ -45,7 +45,7 @@ def test_after_a_failure_the_rest_get_only_the_grace(Result):
 
 def test_a_dead_rank_is_not_waited_for(Result):
     start = time.monotonic()
-    pending, failed, dead = watch.wait([Result(done=False)] * 2, LONG,
+    pending, _, dead = watch.wait([Result(done=False)] * 2, LONG,
                                        lambda r: r == 0)
     assert (pending, dead) == ([0], [1])
     # The live rank gets the grace after the death, not the timeout.
@@ -61,14 +61,20 @@ def test_echo_output_prefixes_ranks_in_rank_order(capsys, Result):
     assert err.splitlines() == ["[rank 0] warn"]
 
 
-def test_describe_error_is_one_line_with_the_remote_name(Result):
+def test_describe_error_keeps_the_type_message_and_traceback(Result):
     class RemoteError(Exception):
         ename, evalue = "KeyError", "'missing'\nmore lines"
-    assert watch.describe_error(Result(error=RemoteError())) == \
-        "KeyError: 'missing'"
-    assert watch.describe_error(Result(error=ValueError("bad"))) == \
-        "ValueError: bad"
-    assert watch.describe_error(Result()) == "no error"
+        traceback = "Traceback (most recent call last):\n  ...\nKeyError"
+    remote = watch.describe_error(Result(error=RemoteError()))
+    assert (remote.type, remote.message, remote.traceback) == (
+        "KeyError", "'missing'\nmore lines", RemoteError.traceback)
+    assert remote.line == "KeyError: 'missing'"     # what RankError shows
+    local = watch.describe_error(Result(error=ValueError("bad")))
+    assert (local.type, local.message, local.line) == (
+        "ValueError", "bad", "ValueError: bad")
+    assert local.traceback.startswith("Traceback (most recent call last)")
+    assert local.traceback.rstrip().endswith("ValueError: bad")
+    assert watch.describe_error(Result()).line == "no error"
 
 
 # "ready" comes from a second thread once the main thread is inside the

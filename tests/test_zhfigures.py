@@ -12,7 +12,7 @@ import pytest
 
 from ddpdemo import interactive
 from ddpdemo.book import zhfigures
-from ddpdemo.ledger import Ledger
+from ddpdemo.runtime.ledger import Ledger
 from test_interactive import FR, MARKS, SPANS, fake_ring
 from test_site import CHROMIUM_ARGS, find_chromium
 

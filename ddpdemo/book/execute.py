@@ -44,7 +44,7 @@ CELL_TIMEOUT = 180  # s, the same bound nbval uses (pyproject.toml)
 
 def book_notebooks(root=ROOT):
     """Notebooks listed in _toc.yml, in reading order (the one reader of
-    _toc.yml's order is i18n.toc_names; ddpdemo.bench uses this too)."""
+    _toc.yml's order is i18n.toc_names; ddpdemo.book.bench uses this too)."""
     from .i18n import toc_names
     root = pathlib.Path(root)
     return [root / (f + ".ipynb") for f in toc_names(root)
@@ -95,11 +95,12 @@ def keep_unchanged(old, new, rules):
     same text but for durations, pids, ports and bandwidths."""
     old_cells = [c for c in old.cells if c.cell_type == "code"]
     new_cells = [c for c in new.cells if c.cell_type == "code"]
-    for before, after in zip(old_cells, new_cells):
+    # Cell by position: a cell added or removed ends the comparison.
+    for before, after in zip(old_cells, new_cells, strict=False):
         if before.source != after.source or \
                 len(before.outputs) != len(after.outputs):
             continue
-        for was, now in zip(before.outputs, after.outputs):
+        for was, now in zip(before.outputs, after.outputs, strict=True):
             if was.get("output_type") != now.get("output_type"):
                 continue
             was_text, now_text = _texts(was), _texts(now)

@@ -66,8 +66,8 @@ def _sections(text):
                 j -= 1
             starts.append((j, _slug(line)))
     return [(key, offsets[a], min(offsets[b], len(text)))
-            for (a, key), (b, _) in zip(starts,
-                                        starts[1:] + [(len(lines), "")])]
+            for (a, key), (b, _) in zip(
+                starts, [*starts[1:], (len(lines), "")], strict=True)]
 
 
 GLOSSARY = re.compile(r"^(`{3,})\{glossary\}[^\n]*\n(?::[^\n]*\n)*"
@@ -89,7 +89,7 @@ def _glossary_entries(key, text, start, end):
             at = e.start()
             if at == body or text[at - 2:at] == "\n\n":
                 heads.append(at)
-        for a, b in zip(heads, heads[1:] + [body_end]):
+        for a, b in zip(heads, [*heads[1:], body_end], strict=True):
             term = text[a:text.index("\n", a)]
             spans.append((f"term-{_slug(term)}", a, b))
         pos, key = m.end(), f"{key}-after"
@@ -100,8 +100,8 @@ def _glossary_entries(key, text, start, end):
 def _md_spans(text):
     """[(key, start, end)] of a Markdown page's units, in page order."""
     keys, spans = set(), []
-    for key, start, end in _sections(text):
-        for key, a, b in _glossary_entries(key, text, start, end):
+    for section, start, end in _sections(text):
+        for key, a, b in _glossary_entries(section, text, start, end):
             a, b = _trim(text, a, b)
             if a == b:
                 continue
@@ -125,7 +125,7 @@ def render_md(text, zh):
     for key, a, b in _md_spans(text):
         out += [text[pos:a], zh[key]]
         pos = b
-    return "".join(out + [text[pos:]])
+    return "".join([*out, text[pos:]])
 
 
 def split_md_unit(key, text):

@@ -76,7 +76,7 @@ def _configure(app, config):
     if isinstance(slot, str):
         slot = [s.strip() for s in slot.split(",") if s.strip()]
     if TEMPLATE not in slot:
-        options["article_header_end"] = [TEMPLATE] + list(slot)
+        options["article_header_end"] = [TEMPLATE, *slot]
     lang = _lang(config)
     if lang in SEARCH_TEXT:
         options["search_bar_text"] = SEARCH_TEXT[lang]

@@ -80,8 +80,8 @@ def mathml(latex, display="inline"):
     & (as in an aligned block) become a table, right then left aligned."""
     latex = latex.strip()
     try:
-        if ("\\begin" in latex or "\\\\" not in latex
-                and "&" not in latex.replace("\\&", "")):
+        if ("\\begin" in latex or ("\\\\" not in latex
+                and "&" not in latex.replace("\\&", ""))):
             out = convert(latex, display=display)
         else:
             rows = "".join(
@@ -112,8 +112,8 @@ def visit_displaymath(self, node):
     if node["number"]:
         from sphinx.util.math import get_node_equation_number
         from sphinx.locale import _
-        self.body.append('<span class="eqno">(%s)'
-                         % get_node_equation_number(self, node))
+        number = get_node_equation_number(self, node)
+        self.body.append(f'<span class="eqno">({number})')
         self.add_permalink_ref(node, _("Link to this equation"))
         self.body.append("</span>")
     # Equations a blank line apart are separate, as with MathJax.
@@ -195,7 +195,7 @@ def icon_fonts(names, out):
     (out / ICON_CSS).write_text(
         "/* ddpdemo.book.lightpages: the theme's icon fonts, cut down to the "
         "icons its pages name. */\n" + "\n".join(rules) + "\n")
-    return written + [out / ICON_CSS]
+    return [*written, out / ICON_CSS]
 
 
 def _icons(app):

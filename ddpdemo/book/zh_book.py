@@ -118,6 +118,14 @@ def generate(root=i18n.ROOT, out=None):
                           "translations (`python -m ddpdemo.book stale`):\n"
                           + "\n".join(i18n.describe(*p, root)
                                       for p in missing))
+    written = _write_pages(root, out) | _copy_assets(root, out)
+    _remove_others(out, written)
+    return out
+
+
+def _write_pages(root, out):
+    """Each page in Chinese, and the book's _config.yml and _toc.yml with
+    their translated title and captions. Returns the paths written."""
     written = set()
     for page in i18n.pages(root):
         zh = i18n.translated(page, root)
@@ -137,7 +145,13 @@ def generate(root=i18n.ROOT, out=None):
             text = i18n.render_md(text, zh)
         _write(out / page, text)
         written.add(out / page)
-    # Assets the pages use (images, the favicon) beside them, as in English.
+    return written
+
+
+def _copy_assets(root, out):
+    """The assets the pages use (images, the favicon) beside them, as in
+    English. Returns the paths written."""
+    written = set()
     folders = {(root / p).parent for p in i18n.pages(root)[1:]} - {root}
     folders |= {root / name for name in ASSETS if (root / name).is_dir()}
     for folder in folders:
@@ -147,7 +161,11 @@ def generate(root=i18n.ROOT, out=None):
                     and path.suffix not in (".ipynb", ".md")):
                 _write(out / rel, path.read_bytes())
                 written.add(out / rel)
-    # Nothing left over from pages or assets that are gone.
+    return written
+
+
+def _remove_others(out, written):
+    """Nothing left over from pages or assets that are gone."""
     for path in sorted(out.rglob("*"), reverse=True):
         rel = path.relative_to(out)
         if rel.parts[0] == "_build":
@@ -156,7 +174,6 @@ def generate(root=i18n.ROOT, out=None):
             path.unlink()
         elif path.is_dir() and not any(path.iterdir()):
             path.rmdir()
-    return out
 
 
 def jupyter_book():

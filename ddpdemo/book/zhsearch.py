@@ -38,6 +38,7 @@ to the derived _config.yml): it registers this language for "zh".
 """
 import json
 import re
+import string
 
 from docutils import nodes
 from sphinx.search import IndexBuilder, js_index
@@ -50,13 +51,14 @@ LATIN = "a-zA-Z0-9_"                 # sphinx.search.zh's latin1_letters
 RUNS = re.compile(f"([{HAN}]+)|([{LATIN}]+)")
 ONE_HAN = re.compile(f"[{HAN}]")
 
-QUERY_JS = """
+# string.Template: the JavaScript's braces and % are its own.
+QUERY_JS = string.Template("""
 // ddpdemo.book.zhsearch: the query cut as the index was. search.html
 // loads this after searchtools.js: it replaces the default splitter.
 var splitQuery = (query) => {
   const terms = [];
-  for (const run of query.match(/[%(han)s]+|[%(latin)s]+/g) || []) {
-    if (!/^[%(han)s]/.test(run)) terms.push(run);
+  for (const run of query.match(/[${han}]+|[${latin}]+/g) || []) {
+    if (!/^[${han}]/.test(run)) terms.push(run);
     else if (run.length === 1) terms.push(run);
     else for (let i = 0; i + 1 < run.length; i++)
       terms.push(run.slice(i, i + 2));
@@ -69,7 +71,7 @@ if (typeof Search !== "undefined" && Search.performTermsSearch) {
   const performTermsSearch = Search.performTermsSearch;
   Search.performTermsSearch = (searchTerms, excludedTerms) => {
     const index = Search._index;
-    const han = [...searchTerms].filter((t) => /^[%(han)s]/.test(t));
+    const han = [...searchTerms].filter((t) => /^[${han}]/.test(t));
     const holds = (files, file) =>
       files !== undefined && [].concat(files).includes(file);
     return performTermsSearch(searchTerms, excludedTerms).filter((r) => {
@@ -79,7 +81,8 @@ if (typeof Search !== "undefined" && Search.performTermsSearch) {
     });
   };
 }
-""" % {"han": HAN.encode("unicode_escape").decode(), "latin": LATIN}
+""").substitute(han=HAN.encode("unicode_escape").decode(),
+                    latin=LATIN)
 
 
 def cut(run):

@@ -74,7 +74,7 @@ def main():
     parser.add_argument("--unordered", action="store_true")
     parser.add_argument("--both", action="store_true")
     args, _ = parser.parse_known_args()   # leaves --local-rank to launch
-    rank, world_size, device = launch.init()
+    rank, world_size, _ = launch.init()
     # One directory for all ranks: rank 0 makes it and tells the others.
     where = [tempfile.mkdtemp(prefix="ddpdemo-") if rank == 0 else None]
     dist.broadcast_object_list(where, src=0)

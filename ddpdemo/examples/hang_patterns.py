@@ -178,7 +178,7 @@ def main():
     try:
         SCENARIOS[args.scenario](rank, args.timeout)
     except RuntimeError as error:     # the group's timeout ran out
-        reason = str(error).splitlines()[0].split("] ")[-1]
+        reason = launch.reason(error)
         problem = f"rank {rank} is stuck ({reason})"
         print(f"[rank {rank}] {problem}", file=sys.stderr, flush=True)
     with contextlib.suppress(RuntimeError):

@@ -26,7 +26,7 @@ BUCKET_CAP_MB = 0.015    # one 64x64 layer (16 640 bytes) per bucket
 
 
 def main():
-    rank, world_size, device = launch.init()
+    rank, _, device = launch.init()
     torch.manual_seed(rank)                  # different weights per rank
     model = mlp(WIDTHS, device=device)
     before = fingerprint(model)["0.weight"]

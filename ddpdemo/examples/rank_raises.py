@@ -20,12 +20,13 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from ddpdemo import launch
+from ddpdemo.runtime.errors import signal_name
 
 WORK_S = 60   # s: rank 0's "training", far longer than torchrun needs
 
 
 def stopped(signum, _frame):
-    print(f"[rank 0] got {signal.Signals(signum).name} from torchrun",
+    print(f"[rank 0] got {signal_name(signum)} from torchrun",
           file=sys.stderr, flush=True)
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)         # exit status -15, as unhandled

@@ -34,7 +34,7 @@ def validation_set():
 
 
 def main():
-    rank, world_size, device = launch.init()
+    rank, _, device = launch.init()
     labels, predictions = validation_set()
     sampler = DistributedSampler(range(N_SAMPLES), shuffle=False)
     idx = torch.tensor(list(sampler))

@@ -37,6 +37,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+from ddpdemo.runtime.devices import auto_backend
+
 # Bounds every collective. Hours, not seconds: while rank 0 saves or
 # validates, the others wait at a barrier, and a wait past the timeout
 # ends the job (the book shows it on gloo). YOLOv5's train.py uses 3 hours.
@@ -45,12 +47,11 @@ TIMEOUT = datetime.timedelta(seconds=10800)
 
 def backend_for(gpus, local_world_size):
     """"nccl" when each rank of this node can have a GPU of its own,
-    "gloo" (on the CPU) when there is none; otherwise an error, rather
-    than training on the CPU by surprise."""
-    if gpus >= local_world_size:
-        return "nccl"
-    if gpus == 0:
-        return "gloo"
+    "gloo" (on the CPU) when there is none (ddpdemo's "auto"); otherwise
+    an error, rather than training on the CPU by surprise."""
+    backend = auto_backend((gpus, r) for r in range(local_world_size))
+    if backend == "nccl" or gpus == 0:
+        return backend
     raise SystemExit(f"{gpus} GPUs visible for {local_world_size} ranks on "
                      "this node: start one rank per GPU (--nproc-per-node "
                      f"{gpus}), or hide them all (CUDA_VISIBLE_DEVICES=) "

@@ -29,7 +29,7 @@ def main():
     parser.add_argument("--fix", action="store_true")
     parser.add_argument("--timeout", type=float, default=5.0)
     args, _ = parser.parse_known_args()   # leaves --local-rank to launch
-    rank, world_size, device = launch.init(timeout_s=args.timeout)
+    rank, _, _ = launch.init(timeout_s=args.timeout)
     report = launch.report_group()   # to say how it ended, see below
 
     train_loader, _ = create_dataloader(rank, n=64)
@@ -39,8 +39,7 @@ def main():
             val_rank = -1 if args.fix else rank
             val_loader, _ = create_dataloader(val_rank, n=32)
         except RuntimeError as error:   # the group's timeout ran out
-            # gloo's message starts with a source path: "[.../x.cc:78] ..."
-            reason = str(error).splitlines()[0].split("] ")[-1]
+            reason = launch.reason(error)
             problem = (f"rank 0 is stuck: its barrier after `yield` in "
                        f"torch_distributed_zero_first was never matched "
                        f"({reason})")

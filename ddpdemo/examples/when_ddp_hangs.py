@@ -45,12 +45,12 @@ def main():
     problem = None
     try:
         with Join([model]) if args.join else contextlib.nullcontext():
-            for step, x in enumerate(batches):
+            for step, x in enumerate(batches):  # noqa: B007 (read below)
                 opt.zero_grad()
                 model(x.to(device)).pow(2).mean().backward()
                 opt.step()
     except RuntimeError as error:   # the group's timeout ran out
-        reason = str(error).splitlines()[0].split("] ")[-1]
+        reason = launch.reason(error)
         problem = (f"rank {rank} is stuck in backward of batch {step + 1} "
                    f"of {len(batches)}: its gradient all_reduce was never "
                    f"matched ({reason})")

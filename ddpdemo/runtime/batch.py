@@ -17,6 +17,8 @@ Both are ipyparallel's own launchers, with three changes:
 A Slurm generation is one job: a restart cancels it (`scancel`) and
 submits a new one.
 """
+import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -94,24 +96,24 @@ class MPIRanksLauncher(MPIEngineSetLauncher):
             ranks = psutil.Process(self.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             ranks = []
-        for p in ranks + [self.process]:
-            try:
+        for p in [*ranks, self.process]:
+            with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
                 p.send_signal(signal.SIGKILL)
-            except (psutil.NoSuchProcess, ProcessLookupError):
-                pass
 
 
-def open_mpi(mpi_cmd, _seen={}):
+def open_mpi(mpi_cmd):
     """Whether this mpiexec is Open MPI's (asked once per command)."""
-    key = tuple(mpi_cmd)
-    if key not in _seen:
-        try:
-            out = subprocess.run([*mpi_cmd, "--version"], capture_output=True,
-                                 text=True, timeout=VERSION_TIMEOUT).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            out = ""
-        _seen[key] = "Open MPI" in out or "OpenRTE" in out
-    return _seen[key]
+    return _open_mpi(tuple(mpi_cmd))
+
+
+@functools.cache
+def _open_mpi(mpi_cmd):
+    try:
+        out = subprocess.run([*mpi_cmd, "--version"], capture_output=True,
+                             text=True, timeout=VERSION_TIMEOUT).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    return "Open MPI" in out or "OpenRTE" in out
 
 
 LAUNCHERS = {"slurm": SlurmRanksLauncher, "mpi": MPIRanksLauncher}

@@ -31,9 +31,11 @@ from . import engine, group, guard, outcome
 from .engines import Engines
 from .errors import HangError, RankError
 from .magic import in_ipython, register, unregister
-from .options import (check_args, check_rendezvous, check_timeout,
-                      placement, requested_backend)
+from .options import (check_address, check_args, check_env, check_flag,
+                      check_rendezvous, check_timeout, placement,
+                      requested_backend)
 from .progress import Progress
+from .rendezvous import FileRendezvous
 
 START_TIMEOUT = 120.0     # s; four engines on a 2-core laptop take ~10 s
 HEALTH_TIMEOUT = 5.0      # s; the barrier that checks a suspect group
@@ -54,8 +56,9 @@ class Cluster:
     backend: "gloo", "nccl", or "auto" (nccl when every rank can have a
     GPU of its own; the DDPDEMO_BACKEND variable, if set, overrides
     "auto"). timeout: default bound, in seconds, on every `run`.
-    engines: ipyparallel's engine launcher ("local", "mpi", "slurm",
-    "ssh", ...), or profile: the name of a running ipyparallel cluster.
+    engines: ipyparallel's engine launcher ("local", the default, "mpi",
+    "slurm", "ssh", ...), or profile: the name of a running ipyparallel
+    cluster (not both).
     With engines="ssh", hosts={host: ranks} places the ranks (required;
     ssh_args=[...] goes to ssh); see ddpdemo.runtime.ssh.SSHRanks. With
     engines="slurm", sbatch_args=[...] goes to sbatch (partition, account,
@@ -65,26 +68,36 @@ class Cluster:
     keyword, or one of another placement's, is a TypeError.
     rendezvous: "file" (local default: a FileStore in a private temporary
     directory, no listener) or "tcp" (rank 0 opens a TCPStore on port 0).
-    spares: keep world_size spare engines ready (local clusters), so a
-    restart after a hang takes well under a second; each costs the memory
-    of a Python process that imported torch (see `spare_pids`).
+    group_timeout and start_timeout (the process group's own timeout, and
+    the bound on engines starting): seconds or a timedelta. master_addr:
+    rank 0's address as the others reach it (a str). env: variables set
+    on every rank (str to str).
+    Every value is checked here, the parameter named in the error.
+    spares (True or False): keep world_size spare engines ready (local
+    clusters), so a restart after a hang takes well under a second; each
+    costs the memory of a Python process that imported torch (see
+    `spare_pids`).
     flight_recorder: entries in each rank's Flight Recorder (0: off),
     read back by `ledger()` and shown in HangError and RankError.
     """
 
     def __init__(self, world_size=2, backend="auto", timeout=30.0, *,
-                 engines="local", profile=None, rendezvous=None,
+                 engines=None, profile=None, rendezvous=None,
                  master_addr=None, group_timeout=None, env=None,
                  start_timeout=START_TIMEOUT, spares=True,
                  flight_recorder=flight.DEFAULT_BUFFER, **options):
         backend = requested_backend(backend)
         check_args(world_size, backend, timeout)
-        check_timeout(start_timeout)
+        start_timeout = check_timeout(start_timeout, "start_timeout")
+        if group_timeout is not None:
+            group_timeout = check_timeout(group_timeout, "group_timeout")
+        master_addr = check_address(master_addr, "master_addr")
+        check_flag(spares, "spares")
         # Where the ranks run, and what follows from it (options.placement
         # rejects a keyword that placement does not take).
         self._placement = placement(world_size, engines, profile, options)
         self.world_size = world_size
-        self.timeout = float(timeout)
+        self.timeout = check_timeout(timeout)
         self.rendezvous = check_rendezvous(
             rendezvous, self._placement.file_rendezvous)
         self.master_addr = master_addr or self._placement.master_addr
@@ -92,7 +105,7 @@ class Cluster:
         # reported by HangError (with its stack), not torch's own error.
         self.group_timeout = group_timeout or max(300.0, 4 * self.timeout)
         self.start_timeout = start_timeout
-        self.spares = bool(spares) and self._placement.keeps_spares
+        self.spares = spares and self._placement.keeps_spares
         # Local "auto" is settled on first use of `backend` (it imports
         # torch: start() lets that overlap the engines' start); remote
         # "auto" by what the ranks see when the group forms.
@@ -101,7 +114,7 @@ class Cluster:
             self._placement.backend(backend, world_size)    # enough GPUs?
         # The recorder's size must be in the environment before torch
         # starts (spares import it early); the keyword wins over env=.
-        self._env = dict(env or {}, **flight.env(flight_recorder))
+        self._env = dict(check_env(env), **flight.env(flight_recorder))
         self._flight = None     # how to reach the group's store
         self._engines = self._tmp = None
         self._ids, self._pids = [], []
@@ -114,6 +127,11 @@ class Cluster:
     @property
     def backend(self):
         """"gloo" or "nccl" ("auto" only for remote ranks not yet seen)."""
+        return self._settle_backend()
+
+    def _settle_backend(self):
+        """Settle "auto" where the placement can (local ranks: it imports
+        torch to count the GPUs), once; returns the backend."""
         if self._backend == "auto":
             self._backend = self._placement.backend("auto", self.world_size)
         return self._backend
@@ -173,7 +191,7 @@ class Cluster:
         try:
             self._engines = Engines(self.world_size, self._tmp,
                                     self._placement, self._env).start()
-            self.backend    # import torch here while the engines start
+            self._settle_backend()   # import torch while engines start
             # ... and torch.distributed, which the first hang report needs
             # to reach the group's store (about 3 s of CPU on a loaded
             # 2-core machine: it once made a 4-rank hang take 6 s).
@@ -211,7 +229,10 @@ class Cluster:
 
     def reset(self):
         """Restart every engine and form a new group. Bounded."""
-        if self._engines is None or not self._placement.can_restart:
+        if self._state == State.STOPPED:
+            raise RuntimeError("this cluster is stopped: start() it (or "
+                               "use it in a `with` block) before reset()")
+        if not self._placement.can_restart:
             raise RuntimeError("this cluster's engines were not started by "
                                "it (profile=...), so it cannot restart them")
         self._begin_restart()
@@ -258,8 +279,9 @@ class Cluster:
         formed = group.form(
             self._engines, ids, self.backend, self._env, self.group_timeout,
             dump=self._placement.stack_dumps(self._tmp),
-            file_path=(os.path.join(self._tmp, f"store-{self._generation}")
-                       if self.rendezvous == "file" else None),
+            rendezvous=(FileRendezvous(
+                os.path.join(self._tmp, f"store-{self._generation}"))
+                if self.rendezvous == "file" else None),
             master_addr=self.master_addr)
         self._ids, self._pids = formed.ids, formed.pids
         self._backend, self._flight = formed.backend, formed.ledger_store
@@ -343,7 +365,7 @@ class Cluster:
 
     def _run_when_ready(self, fn, args, timeout):
         if timeout is not None:
-            check_timeout(timeout)
+            timeout = check_timeout(timeout)
         self._ensure_ready()
         return self._run_on_ranks(fn, args,
                                   self.timeout if timeout is None else timeout)
@@ -356,7 +378,8 @@ class Cluster:
         out = outcome.settle(ars, timeout, outcome.Generation(
             self._engines, self._ids, self._pids, self._is_alive,
             store=self._flight,
-            dump=self._placement.stack_dumps(self._tmp)))
+            dump=self._placement.stack_dumps(self._tmp),
+            local=self._placement.local))
         if out.errors:
             if out.pending or out.dead:
                 self._begin_restart()

@@ -5,13 +5,13 @@ placement says; stopped fast. Plumbing for ddpdemo.runtime.engines
 (chapter 0, "How the live cluster works"). The few private names of
 ipyparallel the runtime reaches are listed here, in IPP_PRIVATES.
 """
+import contextlib
 import logging
 import os
 import sys
 
 import ipyparallel as ipp
-from ipyparallel.cluster.launcher import (LocalControllerLauncher,
-                                          LocalEngineLauncher,
+from ipyparallel.cluster.launcher import (LocalEngineLauncher,
                                           LocalEngineSetLauncher)
 
 from . import processes
@@ -26,7 +26,7 @@ IPP_PRIVATES = {
                           "work_dir", "output_file", "notify_start"),
     LocalEngineSetLauncher: ("launchers", "launcher_class",
                              "_notice_engine_stopped"),   # forks too
-    ipp.Cluster: ("engines", "controller", "controller_launcher_class"),
+    ipp.Cluster: ("engines", "controller"),
 }
 
 
@@ -58,7 +58,7 @@ def start(tmpdir, placement):
                          f"--HeartMonitor.period={HEARTBEAT_MS}"],
         **placement.controller_kwargs)
     guard = {}
-    if cluster.controller_launcher_class is LocalControllerLauncher:
+    if placement.local_controller:
         guard["controller_cmd"] = processes.guarded(
             "ipyparallel.controller", remove=tmpdir)
     cluster.start_controller_sync(**guard)
@@ -78,7 +78,5 @@ def stop(cluster, placement):
         # tests/test_cluster.py).
         processes.kill_tree(controller)
         return
-    try:
+    with contextlib.suppress(Exception):
         cluster.stop_cluster_sync()
-    except Exception:
-        pass

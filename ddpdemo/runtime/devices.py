@@ -18,6 +18,15 @@ def gpu_count():
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def auto_backend(ranks):
+    """What backend="auto" means, decided here only: "nccl" when every
+    rank can have a GPU of its own (the rank with LOCAL_RANK r uses
+    cuda:r), else "gloo". `ranks`: (GPUs the rank sees, its LOCAL_RANK)
+    for each rank deciding together. Chapter 0 (Cluster), the torchrun
+    scripts (ddpdemo.launch, examples/train_ddp.py)."""
+    return "nccl" if all(gpus > lr for gpus, lr in ranks) else "gloo"
+
+
 def loopback_interface():
     """Name of the loopback interface: `lo` on Linux, `lo0` on macOS."""
     for _, name in socket.if_nameindex():

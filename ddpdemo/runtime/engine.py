@@ -16,8 +16,9 @@ import signal
 import socket
 import sys
 
-from .devices import (current_device, gloo_interface, gpu_count,
-                       nccl_device, reachable_address)
+from .devices import (current_device, gpu_count, nccl_device,
+                      reachable_address)
+from .rendezvous import TCPRendezvous
 
 # Objects that must live as long as the engine: the open stack-dump file
 # (faulthandler writes to its descriptor from a signal handler) and, on the
@@ -50,7 +51,8 @@ def prepare(rank, local_rank, world_size, env, dump_path):
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank),
                       WORLD_SIZE=str(world_size))
     if dump_path and hasattr(signal, "SIGUSR1"):
-        _keep["dump"] = open(dump_path, "w")
+        # Open while the engine lives: faulthandler writes to its fd.
+        _keep["dump"] = open(dump_path, "w")  # noqa: SIM115 (kept open)
         faulthandler.register(signal.SIGUSR1, file=_keep["dump"],
                               all_threads=True)
     return {"pid": os.getpid(), "host": socket.gethostname(),
@@ -61,7 +63,7 @@ def open_tcp_store(world_size, master_addr, timeout_s):
     """Rank 0 opens the TCP rendezvous on port 0; the OS picks a free port.
 
     Port 0 means no fixed port and no race between choosing a port and
-    binding it. Returns (address, port) for the other ranks.
+    binding it. Returns the TCPRendezvous the other ranks meet at.
     """
     import torch.distributed as dist
     addr = master_addr or reachable_address()
@@ -69,7 +71,7 @@ def open_tcp_store(world_size, master_addr, timeout_s):
                           timeout=datetime.timedelta(seconds=timeout_s),
                           wait_for_workers=False)
     _keep["store"] = store
-    return addr, store.port
+    return TCPRendezvous(addr, store.port)
 
 
 def user_namespace():
@@ -80,29 +82,24 @@ def user_namespace():
     return shell.user_ns if shell is not None else globals()
 
 
-def init_group(backend, rank, world_size, timeout_s, file_path=None,
-               tcp=None, arm=False):
+def init_group(backend, rank, world_size, timeout_s, rendezvous, arm=False):
     """Form the process group on this rank and seed the user namespace.
 
-    `file_path`: a FileStore in a private directory (local clusters, no
-    listener at all). `tcp`: (address, port) of rank 0's TCPStore. `arm`:
-    then start the Flight Recorder responder on the same store
-    (ddpdemo.flight.arm), in this call rather than a round trip of its own.
+    `rendezvous`: where the ranks meet (ddpdemo.runtime.rendezvous: a
+    FileStore in a private directory, or rank 0's TCPStore). `arm`: then
+    start the Flight Recorder responder on the same store (flight.arm),
+    in this call rather than a round trip of its own.
     """
     import torch
     import torch.distributed as dist
     timeout = datetime.timedelta(seconds=timeout_s)
-    if tcp is not None and "GLOO_SOCKET_IFNAME" not in os.environ:
-        # Across hosts: the interface this host reaches rank 0 through
-        # (local clusters pinned loopback when they launched the engine).
-        os.environ["GLOO_SOCKET_IFNAME"] = gloo_interface(tcp[0])
-    if file_path is not None:
-        store = dist.FileStore(file_path, world_size)
-    elif rank == 0 and "store" in _keep:
-        store = _keep["store"]
-    else:
-        store = dist.TCPStore(tcp[0], tcp[1], world_size, is_master=False,
-                              timeout=timeout)
+    interface = rendezvous.gloo_interface()
+    if interface is not None and "GLOO_SOCKET_IFNAME" not in os.environ:
+        os.environ["GLOO_SOCKET_IFNAME"] = interface
+    # Rank 0 of a TCP rendezvous holds the store's master already.
+    store = _keep.get("store") if rank == 0 else None
+    if store is None:
+        store = rendezvous.store(timeout_s, world_size)
     _keep["client_store"] = store
     kwargs = {}
     if backend == "nccl":
@@ -114,7 +111,7 @@ def init_group(backend, rank, world_size, timeout_s, file_path=None,
                             world_size=world_size, device=current_device())
     if arm:
         from . import flight
-        flight.arm(rank, flight.store_spec(file_path=file_path, tcp=tcp))
+        flight.arm(rank, rendezvous)
     return dist.get_backend()
 
 

@@ -10,6 +10,7 @@ decides *when* (chapter 0, "How the live cluster works").
     ids = engines.wait_for_generation(2, 0, deadline)   # registered
     engines.call_each(ids, fn)              # bounded, results by rank
 """
+import contextlib
 import time
 
 from . import controller, enginesets, processes, waiting
@@ -150,10 +151,8 @@ class Engines:
         remove it if this process were killed now, still runs."""
         self._launching.forget()    # its engines are stopped with the rest
         if self._client is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._client.close()
-            except Exception:
-                pass
         if self._ipp is not None:
             # ipyparallel rewrites its cluster file (making its directory
             # again) when it notices an engine set stop, which may be

@@ -3,9 +3,11 @@ catch: some ranks never finish (HangError), or some ranks fail (RankError).
 
 Introduced in chapter 0; the deadlock chapters read their messages.
 """
+import dataclasses
 import linecache
 import os
 import re
+import signal
 
 from . import engine
 
@@ -17,25 +19,55 @@ _ENTRY_NAMES = {fn.__code__.co_name
                 for fn in (engine.call, engine.run_source)}
 
 
+def package_root():
+    """The directory that holds the ddpdemo package (a checkout's root):
+    the one place that finds it, for the hang report's paths, the
+    engines' PYTHONPATH (processes) and the benchmark's notebooks."""
+    # As many levels up as this module's dotted name has parts, so moving
+    # this file within the package cannot shift the root.
+    root = os.path.abspath(__file__)
+    for _ in __name__.split("."):
+        root = os.path.dirname(root)
+    return root
+
+
 def package_path(path):
     """`ddpdemo/runtime/engine.py`: a file's path from the folder that
     holds the package, with forward slashes; the same on every host (a
     rank on another host has this virtualenv at the same or another
     prefix), so a frame is matched by this suffix."""
-    # The folder above the package: as many levels up as this module's
-    # dotted name has parts, so moving this file cannot shift the root.
-    root = os.path.abspath(__file__)
-    for _ in __name__.split("."):
-        root = os.path.dirname(root)
-    return os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
+    return os.path.relpath(os.path.abspath(path),
+                           package_root()).replace(os.sep, "/")
+
+
+def signal_name(signum):
+    """`SIGKILL` for 9: the one way ddpdemo names a signal (the hang
+    report, processes.describe_exit, the torchrun scripts). Numbers that
+    `signal.Signals` lacks (the real-time signals, 34-64 on Linux) are
+    named from SIGRTMIN/SIGRTMAX, and anything else as `signal N`, so a
+    rank killed by any signal can be described instead of raising."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        pass
+    low = getattr(signal, "SIGRTMIN", None)
+    high = getattr(signal, "SIGRTMAX", None)
+    if low is not None and low <= signum <= high:
+        return (f"SIGRTMIN+{signum - low}" if signum - low <= high - signum
+                else f"SIGRTMAX-{high - signum}")
+    return f"signal {signum}"
 
 
 def in_module(path, module):
     """Whether a frame's file (as a rank wrote it) is `module`'s file."""
     return path.replace("\\", "/").endswith(
         "/" + package_path(module.__file__))
-_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) '
-                    r'in (?P<func>\S+)')
+
+
+# One frame of a faulthandler dump (or a traceback): file, line, function;
+# the triage commands read a reader's dumps with this same pattern.
+FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) '
+                   r'in (?P<func>\S+)')
 _SITE = re.compile(r".*[/\\](?:site|dist)-packages[/\\]")
 _CELL = re.compile(r".*[/\\]ipykernel_\d+[/\\]\d+\.py$")
 
@@ -67,7 +99,7 @@ def parse_stack(dump):
     for block in dump.split("\n\n"):
         frames = []
         for text in block.splitlines():
-            match = _FRAME.match(text)
+            match = FRAME.match(text)
             if match:
                 frames.append((match["file"], int(match["line"]),
                                match["func"]))
@@ -90,6 +122,29 @@ def format_stack(frames, indent="    "):
     return "\n".join(lines)
 
 
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """What went wrong on one rank, as data: the exception's type name,
+    its message and the traceback's text as the rank formatted it. type
+    None: no exception behind it (a process that died, `message` says
+    how), and no traceback. RankError keeps one per rank."""
+    type: str | None
+    message: str
+    traceback: str = ""
+
+    @property
+    def line(self):
+        """`ValueError: message` (its first line, 300 characters at most):
+        how RankError's message names it."""
+        if self.type is None:
+            return self.message
+        first = self.message.strip().splitlines()
+        return f"{self.type}: {first[0] if first else ''}"[:300]
+
+    def __str__(self):
+        return self.line
+
+
 class HangError(TimeoutError):
     """Some ranks did not finish within the timeout.
 
@@ -102,7 +157,7 @@ class HangError(TimeoutError):
 
     def __init__(self, ranks, timeout, world_size, stacks=None, ledger=None,
                  restarts=True, ledger_error=None):
-        self.ledger = ledger    # flight hook: a ddpdemo.ledger.Ledger
+        self.ledger = ledger    # flight hook: a ddpdemo.runtime.ledger.Ledger
         self.ledger_error = ledger_error    # why there is none, if it failed
         self.restarts = restarts    # False: engines we did not start
         self.ranks = sorted(ranks)
@@ -111,12 +166,16 @@ class HangError(TimeoutError):
         self.stacks = stacks or {}
         super().__init__(self._message())
 
-    def _message(self):
+    def _head(self):
+        """The message's first line, from the ranks and the timeout."""
         finished = [r for r in range(self.world_size) if r not in self.ranks]
-        head = (f"{len(self.ranks)} of {self.world_size} ranks did not finish "
-                f"within {self.timeout:g} s: {ranks_text(self.ranks)} "
-                f"(finished: {ranks_text(finished) if finished else 'none'}).")
-        parts = [head]
+        return (f"{len(self.ranks)} of {self.world_size} ranks did not "
+                f"finish within {self.timeout:g} s: "
+                f"{ranks_text(self.ranks)} (finished: "
+                f"{ranks_text(finished) if finished else 'none'}).")
+
+    def _message(self):
+        parts = [self._head()]
         for rank in self.ranks:
             frames = self.stacks.get(rank)
             if frames:
@@ -147,7 +206,7 @@ class HangError(TimeoutError):
         """The first line of the message and, per stuck rank, the chain of
         calls it is blocked in, one function a line (file names only): the
         short form chapters 4, 5 and 8 print."""
-        lines = [str(self).splitlines()[0]]
+        lines = [self._head()]
         for rank in self.ranks:
             lines.append(f"rank {rank} is blocked in:")
             for path, _, func in self.stacks.get(rank) or []:
@@ -159,15 +218,21 @@ class HangError(TimeoutError):
 class RankError(RuntimeError):
     """Some ranks raised, or their processes died.
 
-    `.errors` maps rank to a one-line description; `.blocked` lists ranks
-    that were still running, typically waiting for a failed peer.
+    `.failures` maps rank to its Failure (the exception's type, message
+    and traceback text); `.errors` maps rank to the Failure's one line,
+    which the message shows; `.blocked` lists ranks that were still
+    running, typically waiting for a failed peer. `errors` given as text
+    (a line with no exception behind it) becomes Failure(None, text).
     `.ledger` and `.ledger_error` as for HangError.
     """
 
     def __init__(self, errors, blocked=(), ledger=None, ledger_error=None):
-        self.ledger = ledger    # flight hook: a ddpdemo.ledger.Ledger
+        self.ledger = ledger    # flight hook: a ddpdemo.runtime.ledger.Ledger
         self.ledger_error = ledger_error    # why there is none, if it failed
-        self.errors = dict(sorted(errors.items()))
+        self.failures = {
+            r: f if isinstance(f, Failure) else Failure(None, str(f))
+            for r, f in sorted(errors.items())}
+        self.errors = {r: f.line for r, f in self.failures.items()}
         self.blocked = sorted(blocked)
         lines = [f"{len(self.errors)} rank(s) failed:"]
         lines += [f"  rank {r}: {text}" for r, text in self.errors.items()]

@@ -70,31 +70,19 @@ def record(stacks=True):
             "dump": pickle.loads(raw), "raw": raw}
 
 
-def open_store(spec):
-    """A new connection to the group's store, from a spec made by
-    `store_spec`. A FileStore opened with -1 users never deletes the file.
+def open_store(rendezvous):
+    """A new connection to the group's store, reached through its
+    rendezvous (ddpdemo.runtime.rendezvous), under this module's prefix.
     """
     import torch.distributed as dist
-    timeout = datetime.timedelta(seconds=ANSWER_TIMEOUT)
-    if spec[0] == "file":
-        store = dist.FileStore(spec[1], -1)
-        store.set_timeout(timeout)
-    else:
-        store = dist.TCPStore(spec[1], spec[2], is_master=False,
-                              timeout=timeout)
-    return dist.PrefixStore(PREFIX, store)
+    return dist.PrefixStore(PREFIX, rendezvous.store(ANSWER_TIMEOUT))
 
 
-def store_spec(file_path=None, tcp=None):
-    """What a responder and the notebook need to reach the group's store."""
-    return ("file", file_path) if file_path else ("tcp", *tcp)
-
-
-def arm(rank, spec):
+def arm(rank, rendezvous):
     """On a rank: start the thread that answers ledger requests. Request
     n is the store key `request/n`; the answer is published as the data
     key `answer_key(n)` of whatever task the rank is running."""
-    store = open_store(spec)
+    store = open_store(rendezvous)
     long_wait = datetime.timedelta(hours=1)
 
     def serve():
@@ -133,10 +121,11 @@ def answer_key(n):
     return f"ddpdemo_flight_{n}"
 
 
-def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT,
+def collect(rendezvous, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT,
             stacks=None, is_alive=None):
     """From the notebook, when a run went wrong: every live rank's record,
-    {rank: record or None (no answer in time)}. `ars`: the run's
+    {rank: record, {"rank", "error"} (its responder failed, and said
+    why), or None (no answer in time)}. `ars`: the run's
     AsyncResults by rank; `pending`: the ranks still running it, asked
     through the store and answering on their task's data channel; the
     other live ranks are idle and asked directly, by `ask(ranks)`.
@@ -146,11 +135,11 @@ def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT,
     is not waited for."""
     idle = [r for r in range(len(ars)) if r not in pending and r not in dead]
     if pending:     # ask the stuck ranks first: they answer meanwhile
-        store = open_store(spec)
+        store = open_store(rendezvous)
         n = store.add("requests", 1)
         store.set(f"request/{n}", b"1")
         key, deadline = answer_key(n), time.monotonic() + timeout
-    records = dict(zip(idle, ask(idle))) if idle else {}
+    records = dict(zip(idle, ask(idle), strict=True)) if idle else {}
     if pending:
         def answered(r):
             return key in ars[r].data or (is_alive and not is_alive(r))
@@ -164,8 +153,9 @@ def collect(spec, ars, pending, ask, dead=(), timeout=ANSWER_TIMEOUT,
         for answer in answers.values():
             answer.pop("stack", None)
         records.update(answers)
-    return {r: rec if rec and "error" not in rec else None
-            for r, rec in records.items()}
+    # A responder that failed answers {"rank", "error"}: kept, so that
+    # the ledger says why that rank's record is missing.
+    return {r: rec or None for r, rec in records.items()}
 
 
 def write_dumps(records, directory, prefix="rank_", name_group=False):

@@ -96,7 +96,7 @@ def _child(spec, sockets, wakeup):
         if "numpy.random" in sys.modules:
             sys.modules["numpy.random"].seed()
         module, *args = spec["argv"]
-        sys.argv = [module] + args
+        sys.argv = [module, *args]
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as stop:

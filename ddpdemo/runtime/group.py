@@ -8,7 +8,8 @@ backend for local ranks is chosen here too.
 """
 import collections
 
-from . import engine, flight
+from . import engine
+from .devices import auto_backend
 
 
 def assign_ranks(engines, ids, world_size):
@@ -19,7 +20,8 @@ def assign_ranks(engines, ids, world_size):
     ranks = [rank for rank, _ in found]
     if sorted(ranks) != list(range(world_size)):
         ranks = list(range(world_size))
-    order = sorted(zip(ranks, ids, [host for _, host in found]))
+    order = sorted(zip(ranks, ids, [host for _, host in found],
+                       strict=True))
     hosts = [host for _, _, host in order]
     return ([eid for _, eid, _ in order],
             [hosts[:r].count(h) for r, h in enumerate(hosts)])
@@ -36,29 +38,27 @@ def prepare_ranks(engines, ids, local_ranks, env, dump=None):
 
 
 def backend_for(facts, local_ranks):
-    """"nccl" when every rank has a GPU of its own, else "gloo"."""
-    fits = all(f["gpus"] > lr for f, lr in zip(facts, local_ranks))
-    return "nccl" if fits else "gloo"
+    """"auto" for ranks anywhere, from what each one sees
+    (devices.auto_backend)."""
+    return auto_backend(zip([f["gpus"] for f in facts], local_ranks,
+                            strict=True))
 
 
-def init_group(engines, ids, backend, timeout_s, file_path=None,
+def init_group(engines, ids, backend, timeout_s, rendezvous=None,
                master_addr=None, arm=False):
-    """init_process_group on every rank, through a FileStore at
-    `file_path` (local: no listener), or else a TCPStore that rank 0
+    """init_process_group on every rank, through `rendezvous` (a
+    FileRendezvous: local, no listener), or else the TCPStore that rank 0
     opens on port 0 at `master_addr`; with `arm`, each rank's Flight
-    Recorder responder starts in the same call. Returns how the store was
-    reached: {"file_path": ...} or {"tcp": (address, port)}."""
+    Recorder responder starts in the same call. Returns the rendezvous
+    (ddpdemo.runtime.rendezvous) the ranks met at."""
     world_size = len(ids)
-    store = {}
-    if file_path is not None:
-        store["file_path"] = file_path
-    else:
-        store["tcp"] = engines.call_each(
+    if rendezvous is None:
+        rendezvous = engines.call_each(
             ids[:1], engine.open_tcp_store,
             per_rank=lambda r: (world_size, master_addr, timeout_s))[0]
     engines.call_each(ids, engine.init_group, per_rank=lambda r: (
-        backend, r, world_size, timeout_s), arm=arm, **store)
-    return store
+        backend, r, world_size, timeout_s, rendezvous), arm=arm)
+    return rendezvous
 
 
 def local_backend(backend, world_size):
@@ -68,17 +68,19 @@ def local_backend(backend, world_size):
         return backend
     from .devices import gpu_count
     gpus = gpu_count()
-    if backend == "nccl" and gpus < world_size:
+    fits = auto_backend((gpus, rank) for rank in range(world_size))
+    if backend == "nccl" and fits != "nccl":
         raise ValueError(f"backend='nccl' needs one GPU per rank: "
                          f"world_size={world_size}, but {gpus} "
                          f"GPU(s) found")
-    return "nccl" if gpus >= world_size else "gloo"
+    return fits
 
 
+# ledger_store: the rendezvous, where the Flight Recorder's requests go.
 Formed = collections.namedtuple("Formed", "ids pids backend ledger_store")
 
 
-def form(engines, ids, backend, env, timeout_s, dump=None, file_path=None,
+def form(engines, ids, backend, env, timeout_s, dump=None, rendezvous=None,
          master_addr=None):
     """Every step from registered engines to a working group: assign
     ranks, prepare them, settle backend="auto" from what the ranks see,
@@ -93,7 +95,6 @@ def form(engines, ids, backend, env, timeout_s, dump=None, file_path=None,
     # Each round trip to the ranks costs tens of ms on a busy machine,
     # and a restart after a hang pays them all: the responder is armed in
     # init_group's call.
-    store = init_group(engines, ids, backend, timeout_s,
-                       file_path=file_path, master_addr=master_addr, arm=True)
-    return Formed(ids, [f["pid"] for f in facts], backend,
-                  flight.store_spec(**store))
+    rendezvous = init_group(engines, ids, backend, timeout_s, rendezvous,
+                            master_addr=master_addr, arm=True)
+    return Formed(ids, [f["pid"] for f in facts], backend, rendezvous)

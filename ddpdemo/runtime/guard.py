@@ -108,7 +108,7 @@ def main():
     guard_parent(parent, remove)
     for name in preload:
         importlib.import_module(name)
-    sys.argv = [module] + args
+    sys.argv = [module, *args]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 

@@ -1,7 +1,7 @@
 """Reading torch's Flight Recorder: each rank's ledger of collectives, side
 by side, and one sentence naming where the ranks first diverge.
 
-Pure functions over the dumps the ranks produce (`ddpdemo.flight.record`),
+Pure functions over the dumps the ranks produce (`flight.record`),
 so they can be tested on recorded dumps without a process group. The
 field names are the dump's own (`collective_seq_id`, `profiling_name`,
 `input_sizes`, ...), the ones torch's offline analyzer reads in
@@ -245,7 +245,8 @@ def _sites_differ(by_seq, first, top):
 class Ledger:
     """Every rank's recorded collectives and the first divergence.
 
-    records: {rank: what `flight.record` returned, or None (no answer)};
+    records: {rank: what `flight.record` returned, {"error": why} (its
+    responder failed: `.failed` keeps why), or None (no answer)};
     dead: ranks whose process is gone. `str(ledger)` is the side-by-side
     view and the sentence; `.finding` is what the comparison found, as
     data, and `.divergence` its sentence.
@@ -256,6 +257,11 @@ class Ledger:
         self.dead = sorted(dead)
         self.records = {r: records.get(r) for r in range(world_size)
                         if r not in self.dead}
+        # A rank whose responder failed said why (flight.collect): it has
+        # no record, and the report gives its reason.
+        self.failed = {r: rec["error"] for r, rec in self.records.items()
+                       if rec is not None and "error" in rec}
+        self.records.update(dict.fromkeys(self.failed))
         self.off = sorted(r for r, rec in self.records.items()
                           if rec is not None and rec["buffer_size"] <= 0)
         self.silent = sorted(r for r, rec in self.records.items()
@@ -327,6 +333,8 @@ class Ledger:
         sentence = self.divergence[0].upper() + self.divergence[1:]
         lines.append(("First divergence: " + self.divergence)
                      if self.diverged and not self.dead else sentence)
+        lines += [f"rank {r}'s Flight Recorder could not be read: {error}"
+                  for r, error in sorted(self.failed.items())]
         return "\n".join(lines)
 
     def __repr__(self):

@@ -3,7 +3,9 @@ mistyped world size, backend or keyword fails at once, with the accepted
 values, not half-way through starting engines. Chapter 0
 (`ddpdemo.Cluster`).
 """
+import datetime
 import os
+from collections.abc import Mapping
 
 from .placement import LauncherPlacement, LocalPlacement, ProfilePlacement
 from .ssh import SSHRanks
@@ -33,13 +35,52 @@ def check_args(world_size, backend, timeout):
     check_timeout(timeout)
 
 
-def check_timeout(timeout):
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a positive number of seconds, "
-                        f"got {timeout!r}")
+def check_timeout(timeout, name="timeout"):
+    """`timeout` in seconds (a float), from a positive number of seconds
+    or a datetime.timedelta; the error names the parameter, `name`."""
+    if isinstance(timeout, datetime.timedelta):
+        timeout = timeout.total_seconds()
+    elif isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"{name} must be a positive number of seconds "
+                        f"(or a timedelta), got {timeout!r}")
     if not 0 < timeout < float("inf"):
-        raise ValueError(f"timeout must be a positive number of seconds, "
-                         f"got {timeout}")
+        raise ValueError(f"{name} must be a positive number of seconds "
+                         f"(or a timedelta), got {timeout!r}")
+    return float(timeout)
+
+
+def check_address(address, name):
+    """A host's address or name as a rank reaches it: a non-empty str
+    (None: the placement's default)."""
+    if address is None:
+        return None
+    if not isinstance(address, str):
+        raise TypeError(f"{name} must be a host name or IP address as a "
+                        f"str, got {address!r}")
+    if not address.strip():
+        raise ValueError(f"{name} must be a host name or IP address, "
+                         f"got {address!r}")
+    return address
+
+
+def check_env(env):
+    """Variables for every rank: None, or a mapping of str to str (what an
+    environment holds)."""
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str)
+            for k, v in env.items()):
+        raise TypeError(f"env must be a dict of str to str (variables for "
+                        f"every rank), got {env!r}")
+    return dict(env)
+
+
+def check_flag(value, name):
+    """A bool, strictly: "no" or 0 is a mistake, not False."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def check_rendezvous(rendezvous, local):
@@ -65,12 +106,22 @@ def reject_unknown(options, known, where):
             f"{', '.join(known) if known else 'none of its own'})")
 
 
-def placement(world_size, engines="local", profile=None, options=None):
+def placement(world_size, engines=None, profile=None, options=None):
     """The placement (ddpdemo.runtime.placement) that a Cluster's keywords
-    ask for; `options`: the keywords Cluster does not take itself
-    (hosts=, ssh_args=, sbatch_args=, mpiexec_args=, controller_ip=)."""
+    ask for: engines (None: "local"), or profile, not both; `options`:
+    the keywords Cluster does not take itself (hosts=, ssh_args=,
+    sbatch_args=, mpiexec_args=, controller_ip=)."""
     options = dict(options or {})
+    if profile is not None and engines is not None:
+        raise ValueError(
+            f"profile={profile!r} and engines={engines!r} conflict: a "
+            f"profile's engines are already running; give one of them")
+    engines = engines or "local"
+    check_address(options.get("controller_ip"), "controller_ip")
     if profile is not None:
+        if not isinstance(profile, str) or not profile:
+            raise TypeError(f"profile must be the name of a running "
+                            f"ipyparallel cluster, got {profile!r}")
         reject_unknown(options, ProfilePlacement.OPTIONS,
                        f"profile={profile!r}")
         return ProfilePlacement(profile)

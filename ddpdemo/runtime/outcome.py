@@ -32,9 +32,10 @@ class Generation:
     ids: list               # engine id of each rank, by rank
     pids: list              # process id of each rank, by rank
     is_alive: object        # is_alive(rank): its process still runs
-    store: tuple = None     # flight.store_spec of the group's store
+    store: object = None    # the group's rendezvous (runtime.rendezvous)
     dump: str = None        # where rank {}'s faulthandler writes its stack
                             # on SIGUSR1 (the placement's stack_dumps)
+    local: bool = False     # the placement's `local`: pids ours to signal
 
     def dump_path(self, rank):
         return self.dump.format(rank)
@@ -66,7 +67,7 @@ def settle(ars, timeout, gen):
     # rank's ledger is asked for (stuck ones answer through the store, with
     # their own stack), then the signalled dumps are read.
     signalled = {}
-    if gen.dump is not None and hasattr(signal, "SIGUSR1"):
+    if gen.local and hasattr(signal, "SIGUSR1"):
         signalled = watch.signal_dumps(
             {r: (gen.pids[r], gen.dump_path(r)) for r in pending})
     dumps = {}

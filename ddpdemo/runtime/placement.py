@@ -9,12 +9,17 @@ that differ by placement, so that ddpdemo.runtime.cluster and
 ddpdemo.runtime.engines ask it and never test which kind it is (chapter
 0, "How the live cluster works"; README, "Past one machine").
 
-The interface:
+The interface, `Placement` below (a typing.Protocol: the placements
+share no base, and tests/test_placement.py checks each has every
+member):
 
     OPTIONS               the Cluster keywords it takes beyond Cluster's own
                           (LauncherPlacement.options(launcher): its own)
     engine_set_launcher   what ipyparallel's Cluster(engines=...) is given
     controller_kwargs     settings of the controller (its address)
+    local                 every rank runs on this machine: its pid is ours
+                          to signal, watch and read the exit status of
+    local_controller      we start the controller here, under a guard
     owns_controller       stop() kills the controller's process tree
     can_restart           the engines are ours to kill and launch anew
     file_rendezvous       every rank can open a FileStore in our tmpdir
@@ -34,9 +39,13 @@ The interface:
 
 `engines` is the ddpdemo.runtime.engines.Engines asking.
 """
+import contextlib
 import os
 import signal
 import sys
+import types
+import typing
+from collections.abc import Mapping
 
 from ipyparallel.cluster.launcher import find_launcher_class
 
@@ -49,16 +58,47 @@ HEARTBEAT_MS = 250        # ipyparallel's default 3 s beat slows start-up
 HEARTBEAT_NOTICE_S = 12 * HEARTBEAT_MS / 1000
 
 
+@typing.runtime_checkable
+class Placement(typing.Protocol):
+    """What ddpdemo.runtime.cluster and ddpdemo.runtime.engines ask of a
+    placement (the module's docstring says what each member means).
+    isinstance(p, Placement) is True when p has every member."""
+
+    OPTIONS: tuple
+    engine_set_launcher: object
+    controller_kwargs: Mapping
+    local: bool
+    local_controller: bool
+    owns_controller: bool
+    can_restart: bool
+    file_rendezvous: bool
+    master_addr: str | None
+    keeps_spares: bool
+    preload: tuple
+    death_notice_s: float
+
+    def backend(self, backend, world_size): ...
+    def stack_dumps(self, tmpdir): ...
+    def engine_env(self): ...
+    def existing_client(self): ...
+    def start(self, engines): ...
+    def stop(self, engines): ...
+    def launch(self, engines, generation, env, preload=()): ...
+    def kill(self, engines, pids, generation): ...
+    def alive(self, engines, engine_id, pid): ...
+    def exit_code(self, launcher, wait): ...
+
+
 class RemotePlacement:
     """What every placement whose ranks may be on other hosts shares:
     their pids mean nothing here, a dead engine is noticed by the
     controller's heartbeat, and the rendezvous is over TCP."""
 
-    file_rendezvous = keeps_spares = False
+    file_rendezvous = keeps_spares = local = False
     master_addr = None
     preload = ()
     death_notice_s = HEARTBEAT_NOTICE_S
-    owns_controller = can_restart = True
+    owns_controller = can_restart = local_controller = True
 
     def backend(self, backend, world_size):
         return backend      # "auto": settled by what the ranks see
@@ -91,8 +131,9 @@ class LocalPlacement:
 
     OPTIONS = ()
     engine_set_launcher = RankEngineSetLauncher
-    controller_kwargs = {"controller_ip": "127.0.0.1"}
+    controller_kwargs = types.MappingProxyType({"controller_ip": "127.0.0.1"})
     owns_controller = can_restart = file_rendezvous = keeps_spares = True
+    local = local_controller = True
     master_addr = "127.0.0.1"
     preload = ("torch",)    # a spare is then ready to form a group at once
     death_notice_s = 0.0    # their pids are looked at instead
@@ -165,7 +206,7 @@ class LauncherPlacement(RemotePlacement):
     @staticmethod
     def options(launcher):
         """The Cluster keywords this launcher's placement takes."""
-        return ("controller_ip",) + batch.keywords(launcher)
+        return ("controller_ip", *batch.keywords(launcher))
 
     def __init__(self, world_size, launcher, options=None):
         options = dict(options or {})
@@ -190,7 +231,8 @@ class LauncherPlacement(RemotePlacement):
     # say) would reach every engine through the launcher's environment and
     # outrank the launcher's rank (engine.identify reads RANK first): they
     # go out empty, which identify() skips, and prepare() sets them anew.
-    INHERITED = {"RANK": "", "LOCAL_RANK": "", "WORLD_SIZE": ""}
+    INHERITED = types.MappingProxyType(
+        {"RANK": "", "LOCAL_RANK": "", "WORLD_SIZE": ""})
 
     def launch(self, engines, generation, env, preload=()):
         engines.start_engines(self.world_size, enginesets.name(generation),
@@ -198,10 +240,9 @@ class LauncherPlacement(RemotePlacement):
 
     def kill(self, engines, pids, generation):
         for es in engines.sets(generation).values():
-            try:
+            # Whatever a launcher raises, the others' and its stop still run.
+            with contextlib.suppress(Exception):
                 es.signal(signal.SIGKILL)
-            except Exception:   # the launcher's stop still runs
-                pass
 
     def stop(self, engines):
         self.kill(engines, (), None)
@@ -214,8 +255,8 @@ class ProfilePlacement(RemotePlacement):
 
     OPTIONS = ()
     engine_set_launcher = None
-    controller_kwargs = {}
-    owns_controller = can_restart = False
+    controller_kwargs = types.MappingProxyType({})
+    owns_controller = can_restart = local_controller = False
 
     def __init__(self, profile):
         self.profile = profile

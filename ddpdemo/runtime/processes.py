@@ -3,6 +3,7 @@ them: the guarded command that starts one, whether it lives, killing it,
 and how it ended, in words. No ipyparallel here (that is
 ddpdemo.runtime.engines). Plumbing for ddpdemo.runtime.cluster (chapter 0).
 """
+import contextlib
 import os
 import signal
 import subprocess
@@ -11,6 +12,9 @@ import sys
 import psutil
 
 from . import guard, waiting
+# signal_name lives with the hang report's words (rank side), where the
+# torchrun scripts can use it too; this module's name for it stays.
+from .errors import package_root, signal_name
 
 
 def guarded(module, remove=None, preload=()):
@@ -22,16 +26,6 @@ def guarded(module, remove=None, preload=()):
         extra += ["--preload", name]
     return [sys.executable, "-m", guard.__name__, str(os.getpid()),
             *extra, module]
-
-
-def package_root():
-    """The directory that holds the ddpdemo package: this file's path,
-    climbed once per part of this module's dotted name, so that it stays
-    right wherever the module moves within the package."""
-    root = os.path.abspath(__file__)
-    for _ in __name__.split("."):
-        root = os.path.dirname(root)
-    return root
 
 
 def pythonpath():
@@ -50,10 +44,8 @@ def kill(pids, wait=5.0):
     """SIGKILL, then wait: a rank stuck in a gloo wait ignores SIGINT and
     SIGTERM, and a restart must not race the old process."""
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     # Wait until each is gone or a zombie, without reaping it: reaping
     # here (psutil's wait) would take the exit status from the launcher's
     # own reaper thread, and a dead rank's signal would be lost.
@@ -119,23 +111,6 @@ def rss_bytes(pids, unique=False):
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return total
-
-
-def signal_name(signum):
-    """`SIGKILL` for 9: the one way ddpdemo names a signal. Numbers that
-    `signal.Signals` lacks (the real-time signals, 34-64 on Linux) are
-    named from SIGRTMIN/SIGRTMAX, and anything else as `signal N`, so a
-    rank killed by any signal can be described instead of raising."""
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        pass
-    low = getattr(signal, "SIGRTMIN", None)
-    high = getattr(signal, "SIGRTMAX", None)
-    if low is not None and low <= signum <= high:
-        return (f"SIGRTMIN+{signum - low}" if signum - low <= high - signum
-                else f"SIGRTMAX-{high - signum}")
-    return f"signal {signum}"
 
 
 def describe_exit(code):

@@ -7,6 +7,7 @@ One engine set per rank, like local clusters, so each engine has its
 RANK from birth; each started in one ssh round trip; killed and cleaned
 up with one ssh per host.
 """
+import contextlib
 import os
 import re
 import shlex
@@ -126,12 +127,10 @@ class SSHRanks(RemotePlacement):
         """Run a shell command on `host` (spelled as in `hosts`)."""
         location, _, port = host.partition(":")
         port_args = ["-p", port] if port else []
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             subprocess.run(["ssh", *self.ssh_args, *port_args, location,
                             command],
                            capture_output=True, timeout=self.SSH_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            pass
 
     def kill(self, engines, pids, generation):
         """SIGKILL a generation's engines (their pids belong to other

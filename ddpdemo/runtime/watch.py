@@ -3,13 +3,15 @@ ranks finished, failed, died or are stuck, what they printed (in rank
 order), and where a stuck one is blocked. Plumbing for ddpdemo.runtime.cluster
 (chapter 0).
 """
+import contextlib
 import os
 import signal
 import sys
 import time
+import traceback
 
-from .errors import parse_stack
 from . import processes, waiting
+from .errors import Failure, parse_stack
 
 FAILURE_GRACE = 1.0   # s; after one rank fails, how long the rest get
 POLL = 0.01           # s; how often a wait looks at the ranks
@@ -51,10 +53,9 @@ def echo_output(ars):
     line prefixed with its rank, so output is the same on every run."""
     for ar in ars:
         if ar.ready():
-            try:   # output can trail the result by a moment
+            # Output can trail the result by a moment.
+            with contextlib.suppress(Exception):
                 ar.wait_for_output(timeout=2)
-            except Exception:
-                pass
     for stream, target in (("stdout", sys.stdout), ("stderr", sys.stderr)):
         for rank, ar in enumerate(ars):
             for line in (getattr(ar, stream, "") or "").splitlines():
@@ -63,19 +64,24 @@ def echo_output(ars):
 
 
 def describe_error(ar):
-    """`ValueError: message`: what a failed rank raised, in one line."""
+    """What a failed rank raised, as a Failure (ddpdemo.runtime.errors):
+    the exception's type name, message and traceback text, as the rank
+    sent them (ipyparallel's RemoteError carries ename, evalue and the
+    rank's formatted traceback)."""
     try:
         ar.get(timeout=0)
     except Exception as exc:
-        name = getattr(exc, "ename", type(exc).__name__)
-        value = str(getattr(exc, "evalue", exc)).strip().splitlines()
-        return f"{name}: {value[0] if value else ''}"[:300]
-    return "no error"
+        if hasattr(exc, "ename"):
+            return Failure(exc.ename, str(exc.evalue),
+                           getattr(exc, "traceback", None) or "")
+        return Failure(type(exc).__name__, str(exc),
+                       "".join(traceback.format_exception(exc)))
+    return Failure(None, "no error")
 
 
 def parse_dumps(dumps, ranks):
     """{rank: frames} from thread dumps the ranks sent themselves
-    (ddpdemo.flight), for ranks with no local pid to signal: on another
+    (ddpdemo.runtime.flight), for ranks with no local pid to signal: on another
     host. None where no dump came."""
     return {r: parse_stack(dumps[r]) if dumps.get(r) else None
             for r in ranks}

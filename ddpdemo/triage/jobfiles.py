@@ -23,7 +23,7 @@ import pickle
 import re
 import sys
 
-from ..runtime.errors import short_path
+from ..runtime.errors import FRAME, short_path
 from . import launchlog
 
 
@@ -276,7 +276,7 @@ _PYSPY_PROCESS = re.compile(r"^Process (\d+): ")
 _PYSPY_THREAD = re.compile(r'^Thread (?:0x)?[0-9a-fA-F]+ \(.*\): "(.*)"')
 _PYSPY_FRAME = re.compile(r"^\s+(\S.*?) \((.+):(\d+)\)$")
 _FH_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ ")
-_FH_FRAME = re.compile(r'^\s*File "(.+)", line (\d+) in (\S+)')
+_FH_FRAME = FRAME
 _RANK_HEAD = re.compile(r"^(?:RANK=|rank[ :=]*)(\d+)\s*$")
 _SAID = re.compile(r"^\[rank ?(\d+)\]:? ?(.*)$")
 _SAID_ANY = re.compile(_SAID.pattern, re.M)

@@ -13,7 +13,7 @@
 // named in the figure's data-untranslated attribute (tests/test_site.py
 // checks none is), so a new sentence there needs its rule here. The
 // ledger's finding is not matched but rendered (`finding`), from the data
-// its figure carries (ddpdemo.ledger.Finding) beside its English.
+// its figure carries (ddpdemo.runtime.ledger.Finding) beside its English.
 // Vocabulary: i18n/zh/terms.md.
 
 (function () {
@@ -139,7 +139,7 @@
       tr(m[2]); }]
   ];
 
-  // The ledger's finding in Chinese, from its data (ddpdemo.ledger.Finding,
+  // The ledger's finding in Chinese, from its data (ledger.Finding,
   // where each kind and field is described; Finding.sentence writes the
   // English from the same data).
   function rankList(rs) {                 // errors.ranks_text, in Chinese

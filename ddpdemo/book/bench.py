@@ -1,9 +1,9 @@
 """Side-by-side measurements behind the book's speed claims (chapters 0 and 1).
 
-    python -m ddpdemo.bench            # quick: a few repetitions
-    python -m ddpdemo.bench --full     # more repetitions, more sizes
-    python -m ddpdemo.bench --no-book  # skip the strict nbval run
-    python -m ddpdemo.bench --chapters 00 03   # nbval of these only
+    python -m ddpdemo.book.bench            # quick: a few repetitions
+    python -m ddpdemo.book.bench --full     # more repetitions, more sizes
+    python -m ddpdemo.book.bench --no-book  # skip the strict nbval run
+    python -m ddpdemo.book.bench --chapters 00 03   # nbval of these only
 
 Every number is a median of several runs taken in this one run on this
 machine, so ratios compare like with like: recovery with and without
@@ -12,6 +12,7 @@ last line is one JSON object for machines. Targets (issues 8 and 15) are
 checked and printed next to each value.
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -21,10 +22,11 @@ import sys
 import threading
 import time
 
-from .bandwidth import (busbw, fit_alpha_beta, human_size,  # noqa: F401
+from ..bandwidth import (busbw, fit_alpha_beta, human_size,  # noqa: F401
                         memcpy_gbps, plot_busbw, time_all_reduce,
                         time_ring_and_builtin)
-from .scripts import collect
+from ..runtime.errors import package_root
+from ..scripts import collect
 
 WORLD_SIZE = 4
 HANG_TIMEOUT = 5.0            # s, the lonely barrier's bound
@@ -39,14 +41,14 @@ TARGETS = {"ready_vs_torchrun": ("<=", 1.5), "torchrun_vs_rerun": (">=", 50),
 # s a hang may take past its timeout: stacks and ledgers are gathered
 # side by side (issue 24), so 4 ranks are named as fast as 2.
 DETECT_SLACK = 0.3
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = package_root()          # the checkout: book/, _toc.yml
 
 
 # -- what runs on the ranks ----------------------------------------------
 
 def oneshot():
     """What torchrun runs: form the group, one all_reduce, leave."""
-    from . import launch
+    from .. import launch
     import torch
     import torch.distributed as dist
     rank, _, device = launch.init()
@@ -108,7 +110,7 @@ def torchrun_oneshot(reps):
     """Median seconds of one torchrun launch of `oneshot` on 4 ranks."""
     times = []
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={WORLD_SIZE}", "-m", "ddpdemo.bench",
+           f"--nproc-per-node={WORLD_SIZE}", "-m", __spec__.name,
            "--oneshot"]
     for _ in range(reps):
         start = time.perf_counter()
@@ -121,7 +123,7 @@ def torchrun_oneshot(reps):
 def wait_for_spares(cluster, within=120.0):
     """Block until the cluster's spare engines have registered (bounded),
     so a measured recovery is the one a reader gets after reading."""
-    from .runtime import waiting
+    from ..runtime import waiting
     waiting.until(cluster.spares_ready, within, every=0.1)
 
 
@@ -134,16 +136,14 @@ def hang_and_recover(cluster, reps, p95=False):
     for _ in range(reps):
         wait_for_spares(cluster)
         start = time.perf_counter()
-        try:
+        with contextlib.suppress(ddpdemo.HangError):
             cluster.run(_lonely_barrier, timeout=HANG_TIMEOUT)
-        except ddpdemo.HangError:
-            pass
         raised = time.perf_counter()
         cluster.run(_all_reduce_once)
         detect.append(raised - start)
         recover.append(time.perf_counter() - raised)
     medians = statistics.median(detect), statistics.median(recover)
-    return medians + (percentile(recover, 95),) if p95 else medians
+    return (*medians, percentile(recover, 95)) if p95 else medians
 
 
 def percentile(values, p):
@@ -160,7 +160,8 @@ def overhead(world_size=4, reruns=15, iters=200):
     of a 4-rank all_reduce (ms) and one small all_reduce inside the ranks
     (us, the slowest rank's)."""
     import statistics
-    from . import Cluster, flight
+    from .. import Cluster
+    from ..runtime import flight
     sizes = {"on": flight.DEFAULT_BUFFER, "off": 0}
     clusters = {k: Cluster(world_size, backend="gloo", timeout=60,
                            flight_recorder=v) for k, v in sizes.items()}
@@ -194,7 +195,7 @@ def overhead(world_size=4, reruns=15, iters=200):
 def spare_memory_mb(cluster):
     """Memory of the cluster's spare engines, summed, in MB: (resident,
     unique to them)."""
-    from .runtime.processes import rss_bytes
+    from ..runtime.processes import rss_bytes
     wait_for_spares(cluster)
     return (rss_bytes(cluster.spare_pids) / 1e6,
             rss_bytes(cluster.spare_pids, unique=True) / 1e6)
@@ -211,7 +212,7 @@ def book_nbval(chapters=()):
     setup, call and teardown times (pytest --durations); the CPU seconds
     are those of every process that started while it ran (CpuMeter).
     Needs the book extra."""
-    from .book.execute import book_notebooks
+    from .execute import book_notebooks
     paths = [p for p in book_notebooks(ROOT)
              if not chapters or p.name.startswith(tuple(chapters))]
     names = [p.name for p in paths]
@@ -396,7 +397,7 @@ def explain_speed(world_size=8, entries=2000, reps=3):
     import torch
     import torch.distributed as dist
     from torch._C._distributed_c10d import _dump_fr_trace
-    from . import explain
+    from .. import explain
     os.environ["TORCH_FR_BUFFER_SIZE"] = str(entries)  # read at init
     with tempfile.TemporaryDirectory(prefix="ddpdemo-explain-") as folder:
         dist.init_process_group("gloo", rank=0, world_size=1,
