@@ -55,10 +55,11 @@ def test_a_raising_and_a_dead_rank_are_described(Result):
 
 
 def test_a_failed_run_with_a_store_gets_its_ledger(tmp_path, Result):
-    spec = flight.store_spec(file_path=str(tmp_path / "store"))
+    spec = FileRendezvous(str(tmp_path / "store"))
     out = outcome.settle([Result(error=ValueError("bad")), Result()], 5,
                          generation(store=spec))
-    assert out.errors == {0: "ValueError: bad"}
+    assert list(out.errors) == [0]
+    assert out.errors[0].line == "ValueError: bad"
     assert out.ledger_error is None
     assert out.ledger.by_rank == {0: [], 1: []}     # both ranks answered
 
@@ -71,10 +72,10 @@ def test_a_ledger_that_cannot_be_built_says_why(tmp_path, Result,
         raise KeyError("entries")
 
     monkeypatch.setattr(outcome, "Ledger", broken)
-    spec = flight.store_spec(file_path=str(tmp_path / "store"))
+    spec = FileRendezvous(str(tmp_path / "store"))
     out = outcome.settle([Result(error=ValueError("bad")), Result()], 5,
                          generation(store=spec))
-    assert out.errors == {0: "ValueError: bad"}     # still reported
+    assert out.errors[0].line == "ValueError: bad"     # still reported
     assert out.ledger is None
     assert out.ledger_error == "KeyError: 'entries'"
 

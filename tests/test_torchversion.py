@@ -73,11 +73,12 @@ def run_with(path, code):
 
 
 def test_the_runtime_names_an_older_torch_before_importing_it(old_torch):
-    """ddpdemo.Cluster, a rank's engine, ddpdemo.launch: each reaches the
-    runtime first, which says what is wrong in one line."""
+    """ddpdemo.Cluster, a rank's engine, `from ddpdemo import errors`:
+    each reaches the runtime first, which says what is wrong in one line
+    (ddpdemo.launch imports torch first, then the runtime says it)."""
     for code in ("import ddpdemo; ddpdemo.Cluster",
                  "import ddpdemo.runtime.engine",
-                 "import ddpdemo.errors"):
+                 "from ddpdemo import errors"):
         done = run_with(old_torch, code)
         assert done.returncode == 1, code
         assert done.stderr.splitlines()[-1] == (
