@@ -144,17 +144,22 @@ def test_cpu_meter_counts_what_starts_under_it_not_what_ran_before(
     from ddpdemo.runtime import waiting
     busy = subprocess.Popen([sys.executable, "-c", _BURN, "600"])
     try:
-        with bench.CpuMeter(every=0.05) as meter:
+        # Another program's processes (here: below `busy`, which starts
+        # none) are not counted, though they start under the meter.
+        with bench.CpuMeter(every=0.05) as meter, \
+                bench.CpuMeter(every=0.05, root=busy.pid) as elsewhere:
             child = subprocess.Popen([sys.executable, "-c", _BURN, "1.0",
                                       str(tmp_path)])
             assert waiting.until((tmp_path / "burnt").exists, 120)
             meter.sample()
+            elsewhere.sample()
             (tmp_path / "go").touch()
             assert child.wait(timeout=60) == 0
         # 1 s of burning, plus the interpreter's start (a few tens of
         # ms); the busy process, had it been counted, adds about as
         # much as the child burned.
         assert 0.95 <= meter.seconds < 1.5, meter.seconds
+        assert elsewhere.seconds == 0
     finally:
         busy.kill()
         busy.wait(timeout=60)

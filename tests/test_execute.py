@@ -178,3 +178,21 @@ def test_the_tests_run_torch_on_the_kernels_conftest_names():
          "print(torch.backends.cpu.get_cpu_capability())"],
         capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == name.upper()
+
+
+def test_a_stream_sent_in_two_chunks_is_the_same_output():
+    """nbval joins consecutive chunks of one stream; so does the
+    comparison between two CPU capabilities' runs."""
+    rules = execute.sanitizers()
+    one = notebook(stream("a\nb\n"))
+    two = notebook(stream("a\n"), stream("b\n"))
+    assert execute.differing_cells(one, two, rules) == []
+    other = notebook(stream("a\n"), stream("c\n"))
+    assert execute.differing_cells(one, other, rules) == [(1, "print('x')")]
+
+
+def test_a_stored_stream_is_one_output():
+    nb = execute.clean(notebook(stream("a\n"), stream("b\n"),
+                                result("'r'"), stream("c\n")))
+    outputs = nb.cells[0].outputs
+    assert [o.get("text") for o in outputs] == ["a\nb\n", None, "c\n"]

@@ -229,15 +229,20 @@ def book_nbval(chapters=()):
 
 class CpuMeter:
     """CPU seconds (user + system) of every process that starts while the
-    meter is on: kernels, engines, torchrun and its ranks, pytest, and
-    anything else started meanwhile (so, like every number here, take it
-    on a machine doing nothing else). A thread samples them every
-    `every` s; a process's last sample is what it counts for, so one that
-    lives shorter than that, or its last fraction, is missed: the sum is
-    a lower bound, which is what the floor below needs."""
+    meter is on below `root` (this process unless given): kernels,
+    engines, torchrun and its ranks, pytest. What other programs start
+    meanwhile is not counted (another pytest worker's ranks, another
+    session's jobs), though their load still slows the run: like every
+    number here, take it on a machine doing nothing else. A thread
+    samples them every `every` s; a process seen below `root` once is
+    counted to its end, even if its parent exits first. A process's last
+    sample is what it counts for, so one that lives shorter than that, or
+    its last fraction, is missed: the sum is a lower bound, which is
+    what the floor below needs."""
 
-    def __init__(self, every=0.2):
+    def __init__(self, every=0.2, root=None):
         self.every = every
+        self.root = os.getpid() if root is None else root
         self._cpu = {}
         self._done = threading.Event()
 
@@ -267,10 +272,17 @@ class CpuMeter:
 
     def sample(self):
         import psutil
+        try:
+            below = {p.pid for p in
+                     psutil.Process(self.root).children(recursive=True)}
+        except psutil.NoSuchProcess:
+            below = set()
         for p in psutil.process_iter(["create_time", "cpu_times"]):
             key = (p.pid, p.info["create_time"])
             times = p.info["cpu_times"]
-            if key not in self._before and times is not None:
+            if key in self._before or times is None:
+                continue
+            if p.pid in below or key in self._cpu:
                 self._cpu[key] = times.user + times.system
 
     @property
