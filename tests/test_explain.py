@@ -873,3 +873,38 @@ def test_a_missing_input_beside_a_good_one_is_named(tmp_path):
     assert data["not_read"] == [{"path": str(tmp_path / "fr"),
                                  "why": "no such file or directory"}]
     assert data["ranks"][1]["where"]["call"]["function"] == "all_reduce"
+
+
+# -- a falsifying reader's real jobs (tests/data/explain/falsify) -----------
+
+FALSIFY = DATA / "falsify"
+
+
+def case(name):
+    """explain's findings on one of the falsifier's stored jobs: its
+    dumps, its stacks (where taken) and torchrun's output."""
+    folder = FALSIFY / name
+    return report(*sorted(folder.iterdir()))
+
+
+def test_dumps_written_under_detail_are_read_not_a_traceback(capsys):
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: every entry's group is ('', ''),
+    # and DETAIL's own fingerprint all_gathers share its numbering, with
+    # gaps no rank holds (the ledger once took a gap for a parting and
+    # failed on its empty ops: IndexError).
+    folder = FALSIFY / "detail"
+    dump = pickle.loads((folder / "fr" / "rank_0").read_bytes())
+    assert {e["process_group"] for e in dump["entries"]} == {("", "")}
+    assert explain.main([str(p) for p in sorted(folder.iterdir())]) == 0
+    out = capsys.readouterr().out
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in out, out
+    assert "not compared" in out, out
+    data = case("detail")
+    assert data["partings"] == [], data["partings"]
+    # pg_status's number of the default group, not DETAIL's own entries'
+    assert [r["last_collective"]["seq"] for r in data["ranks"]] == [1] * 3
+    # the runtime's ledger skips a number no rank holds
+    gap = {r: [dict(seq=s, op="all_reduce", what="", state="scheduled",
+                    retired=True, site="", backend="gloo")
+               for s in (1, 3)] for r in (0, 1)}
+    assert ledger.first_divergence(gap).kind == "agree"

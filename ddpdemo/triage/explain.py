@@ -50,6 +50,16 @@ from .patterns import SECTIONS
 # build: file:///.../_build/html/), as does --site.
 SITE = "https://ddpdemo.github.io/ddpdemo/"
 SITE_VAR = "DDPDEMO_BOOK_URL"
+# A dump written under TORCH_DISTRIBUTED_DEBUG=DETAIL names no group.
+UNNAMED = ""
+DETAIL_NOTE = (
+    "the dumps were written under TORCH_DISTRIBUTED_DEBUG=DETAIL: their "
+    "entries name no process group, so the job's collectives and DETAIL's "
+    "own checks (all_gathers of each collective's fingerprint) share one "
+    "numbering and are not compared; DETAIL's check names the mismatch "
+    "itself, in each rank's error (\"Detected mismatch between "
+    "collectives on ranks\"), and pg_status's last collective per group "
+    "is shown with each rank")
 # What an NCCL job sets before it starts, so that a dump says "started".
 NCCL_TIMING = ("TORCH_NCCL_ENABLE_TIMING=1 (or TORCH_NCCL_DESYNC_DEBUG=1, "
                "or TORCH_DISTRIBUTED_DEBUG=DETAIL)")
@@ -77,6 +87,8 @@ def findings(paths, base=None):
     world = list(range(max(known) + 1)) if known else []
     dead = _dead(ev)
     parted = _partings(ev, world, dead)
+    if any(UNNAMED in ledger.groups(d) for d in ev.dumps.values()):
+        ev.notes.append(DETAIL_NOTE)
     named = []
     for group, found in parted:
         hit = patterns.on_a_parting(ev, group, found)
@@ -158,6 +170,11 @@ def _partings(ev, world, dead):
     """[(group, Finding)] of every group whose ledgers part, earliest
     first. A member with no dump is dead (torchrun says so) or silent."""
     names = set().union(*(ledger.groups(d) for d in ev.dumps.values()))
+    # Under TORCH_DISTRIBUTED_DEBUG=DETAIL every entry's group is ('', ''):
+    # the job's collectives and its wrapper's own checks (all_gathers of
+    # fingerprints on a helper group) share one name, and their numbers
+    # interleave, so matching them by number would invent a parting.
+    names.discard(UNNAMED)
     found = []
     for group in sorted(names, key=lambda g: (len(g), g)):
         ledgers = {r: ledger.entries(d, group, sites=False)
@@ -214,6 +231,13 @@ def _where(frames):
 def _last(dump):
     """The last collective in a dump (the default group's, if any)."""
     entries = dump["entries"] if dump else []
+    if entries and all(e["process_group"][0] == UNNAMED for e in entries):
+        # DETAIL: the entries' numbers are not the job's; pg_status's are.
+        status = dump.get("pg_status", {}).get(ledger.DEFAULT_GROUP, {})
+        seq = status.get("last_enqueued_collective", -1)
+        return None if seq < 0 else {
+            "group": ledger.DEFAULT_GROUP, "seq": seq, "op": "",
+            "site": ""}
     default = [e for e in entries
                if e["process_group"][0] == ledger.DEFAULT_GROUP]
     entries = default or entries
@@ -348,6 +372,8 @@ def render(data):
         out.append("  no rank ran")
     out += ["", "Where the ranks part (Flight Recorder):"]
     out += [f"  {_parting_text(p)}" for p in data["partings"]] or [
+        "  not compared: the dumps were written under DETAIL (above)"
+        if DETAIL_NOTE in data["notes"] else
         _no_parting_text(data["read"]["dumps"])]
     out += ["", "What it is:"]
     for hit in data["patterns"]:
@@ -409,8 +435,9 @@ def _rank_lines(r):
         last = r["last_collective"]
         group = ("" if last["group"] == ledger.DEFAULT_GROUP
                  else f" of group {last['group']}")
-        where += (f"; its last collective{group}: #{last['seq']} "
-                  f"{last['op']}"
+        where += (f"; its last collective{group}: #{last['seq']}"
+                  + (f" {last['op']}" if last["op"] else
+                     " (pg_status's number; DETAIL's dump names no op)")
                   + (f" (from {last['site']})" if last["site"] else ""))
     ended = r["ended"]
     if ended and ended["how"] == "killed":

@@ -209,12 +209,25 @@ def _add_dump(evidence, path):
                        f"Recorder format {dump['version']}; this torch "
                        f"reads and writes {version})")
     _check_entries(path, dump["entries"])
+    dump["pg_status"] = _pg_status(path)
     rank = dump["rank"]
     if rank in evidence.dumps:
         raise BadInput(f"{path}: a second dump for rank {rank}: dumps of "
                        f"different jobs are mixed")
     evidence.dumps[rank] = dump
     evidence.sources.append(f"{path}: Flight Recorder dump of rank {rank}")
+
+
+def _pg_status(path):
+    """The dump's pg_status, which torch's loader leaves out: per group,
+    the numbers of the last collective enqueued, started and completed
+    (-1: none). It outlives the ring buffer's eviction of entries, and
+    it names the groups a DETAIL dump's entries do not. {} if absent."""
+    with open(path, "rb") as f:
+        status = pickle.load(f).get("pg_status")
+    if not isinstance(status, dict):
+        return {}
+    return {str(g): s for g, s in status.items() if isinstance(s, dict)}
 
 
 # What explain reads of each entry, and the type it must have.
