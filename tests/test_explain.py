@@ -908,3 +908,87 @@ def test_dumps_written_under_detail_are_read_not_a_traceback(capsys):
                     retired=True, site="", backend="gloo")
                for s in (1, 3)] for r in (0, 1)}
     assert ledger.first_divergence(gap).kind == "agree"
+
+
+@pytest.mark.parametrize("name, seq, op", [
+    # rank 1 sleeps before step 1's forward; rank 0 waits in DDP's
+    # training forward (its broadcast): not a validation on rank 0
+    ("ddp_stall", 5, "broadcast [3] Int"),
+    # rank 1 sleeps between step 2's forward and backward; rank 0 waits
+    # in backward: not one more batch on rank 0
+    ("slowloss", 8, "all_reduce [10] Float"),
+])
+def test_a_partner_still_in_its_own_code_is_not_called_missing(name, seq,
+                                                               op):
+    data = case(name)
+    first = data["partings"][0]
+    assert (first["kind"], first["seq"]) == ("missing", seq), first
+    assert sides(first) == {op.split()[0]: [0]} and first["running"] == [1]
+    assert data["patterns"] == [], data["patterns"]
+    late = [c["text"] for c in data["cannot_tell"]
+            if c["topic"] == "still-running"]
+    assert late and late[0].startswith(
+        f"whether rank 1 will still reach collective #{seq}: "), late
+    text = explain.render(data)
+    assert (f"collective #{seq}: {op} on rank 0; rank 1 has not called "
+            f"it yet") in text, text
+
+
+def test_zero_first_where_the_ranks_disagree_keeps_the_caveat():
+    # rank 0 made one all_reduce more, then both entered
+    # torch_distributed_zero_first: at #3, rank 0's all_reduce beside
+    # rank 1's barrier. Which one is the extra one, the ledgers cannot say.
+    data = case("zf_extra")
+    first = data["partings"][0]
+    assert first["kind"] == "disagree" and first["seq"] == 3, first
+    assert sides(first) == {"all_reduce": [0], "barrier": [1]}, first
+    hit = data["patterns"][0]
+    assert hit["pattern"] == "zero-first" and hit["ranks"] == [1], hit
+    assert "never enter" not in hit["words"].split(":")[0], hit["words"]
+    assert any(c["text"].startswith("which side's collective is the extra "
+                                    "one") for c in data["cannot_tell"])
+
+
+def test_an_evicted_ledger_is_read_from_pg_status():
+    # A 4-entry ring buffer: rank 0's seven subgroup all_reduces evicted
+    # its default-group entries; its pg_status still says it enqueued #2.
+    dump = pickle.loads((FALSIFY / "evict" / "fr" / "rank_0").read_bytes())
+    assert {e["process_group"][0] for e in dump["entries"]} == {"2"}
+    assert dump["pg_status"]["0"]["last_enqueued_collective"] == 2
+    data = case("evict")
+    first = data["partings"][0]
+    assert (first["group"], first["seq"]) == ("0", 3), first
+    assert first["stopped"] == [{"rank": 0, "seq": 2, "op": ""}], first
+    assert "rank 0 stopped at #2." in first["sentence"], first["sentence"]
+    text = explain.render(data)
+    assert "it had called none" not in text, text
+    assert ("rank 0 never called it (its last: #2 (pg_status's number; "
+            "the entry was evicted))") in text, text
+
+
+def test_a_collective_that_raised_on_a_rank_is_not_never_called():
+    # all_gather with a different size on each rank: gloo's check raised
+    # on rank 1 before its Flight Recorder recorded the call.
+    data = case("gather_sizes")
+    first = data["partings"][0]
+    assert first["kind"] == "missing" and first["ranks"] == [1], first
+    assert [x["rank"] for x in first["raised"]] == [1], first
+    assert "invalid tensor size" in first["raised"][0]["said"]
+    text = explain.render(data)
+    assert "rank 1 called it, but it raised there" in text, text
+    assert "rank 1 never called it" not in text, text
+
+
+def test_a_rank_with_no_dump_is_said_alike_in_text_and_json():
+    # rank 0's dump left out: rank 1's ledger agrees with nothing, and no
+    # parting is at its last number (the JSON's sentence says so).
+    folder = FALSIFY / "slowloss"
+    data = report(folder / "fr" / "rank_1", folder / "stacks.txt")
+    first = data["partings"][0]
+    assert first["kind"] == "silent" and first["ranks"] == [0], first
+    assert first["sentence"] == ("rank 0 did not answer; the others agree "
+                                 "up to collective #7."), first
+    text = explain.render(data)
+    assert "the default group: no dump from rank 0; the others agree up " \
+           "to collective #7 (" in text, text
+    assert "collective #7: " not in text, text

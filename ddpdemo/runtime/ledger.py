@@ -155,7 +155,8 @@ class Finding:
                     + ", ".join(parts) + ".")
         if k == "missing":
             before = "; ".join(
-                f"rank {s.rank} stopped at #{s.seq} ({s.op})" if s.seq
+                f"rank {s.rank} stopped at #{s.seq}"
+                + (f" ({s.op})" if s.op else "") if s.seq
                 else f"rank {s.rank} recorded none" for s in self.stopped)
             if not self.ops:
                 return (f"{ranks_text(self.ranks)} never called "

@@ -36,6 +36,7 @@ DebugLevel::Detail);`). Otherwise it stays "scheduled" until "completed"
 re-finds the quoted header lines in the installed torch.
 """
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -118,7 +119,11 @@ def findings(paths, base=None):
         "processes": [_unranked(pid, threads)
                       for pid, threads in ev.unranked],
         "partings": [dict(group=g, **f.data(), sentence=f.sentence(),
-                          sides=_sides(ev, g, f)) for g, f in parted],
+                          sides=_sides(ev, g, f),
+                          running=patterns.running(ev, f.ranks)
+                          if f.kind == "missing" else [],
+                          raised=_raised(ev, f))
+                     for g, f in parted],
         "patterns": named,
         "cannot_tell": _cannot(ev, world, parted, named, dead),
     }
@@ -186,9 +191,67 @@ def _partings(ev, world, dead):
         f = ledger.first_divergence(
             ledgers, dead=[r for r in gone if r in dead],
             silent=[r for r in gone if r not in dead])
+        f = _evicted(ev, group, ledgers, f, dead, gone)
         if f.diverged:
             found.append((group, f, _when(ev, group, f.seq)))
     return [(g, f) for g, f, _ in sorted(found, key=lambda x: x[2])]
+
+
+def last_enqueued(dump, group):
+    """The number of the last collective `group` enqueued on a rank, from
+    its dump's pg_status (-1: none, or no pg_status): it outlives the
+    ring buffer's eviction of the entries."""
+    status = (dump or {}).get("pg_status", {}).get(group, {})
+    seq = status.get("last_enqueued_collective", -1)
+    return seq if isinstance(seq, int) else -1
+
+
+def _evicted(ev, group, ledgers, found, dead, gone):
+    """A rank whose ring buffer dropped all its entries of `group` (other
+    groups' traffic) is no rank that "called none": where pg_status says
+    it went past the parting, it is left out of the comparison; where
+    not, its last number is pg_status's."""
+    if found.kind != "missing":
+        return found
+    past = [r for r in found.ranks if not ledgers.get(r)
+            and last_enqueued(ev.dumps.get(r), group) >= found.seq]
+    if past:
+        ev.notes.append(
+            f"{ranks_text(past)}'s entries of "
+            + ("the default group" if group == ledger.DEFAULT_GROUP
+               else f"group {group}")
+            + " were all evicted from the Flight Recorder's ring buffer "
+            "(pg_status: last enqueued "
+            + ", ".join(f"#{last_enqueued(ev.dumps[r], group)}"
+                        for r in past)
+            + "), so they are not compared")
+        kept = {r: es for r, es in ledgers.items() if r not in past}
+        return _evicted(ev, group, kept, ledger.first_divergence(
+            kept, dead=[r for r in gone if r in dead],
+            silent=[r for r in gone if r not in dead]), dead, gone)
+    stopped = tuple(
+        s if s.seq else s._replace(seq=max(0, last_enqueued(
+            ev.dumps.get(s.rank), group)))
+        for s in found.stopped)
+    return dataclasses.replace(found, stopped=stopped)
+
+
+def _raised(ev, found):
+    """[{rank, said}] for ranks that never called the parting's
+    collective by the ledger, but whose own error names that op and is
+    no timeout: the call raised on that rank before the Flight Recorder
+    recorded it (gloo's checks of sizes: `ProcessGroupGloo::allgather:
+    invalid tensor size`)."""
+    if found.kind != "missing" or not found.ops:
+        return []
+    op = found.ops[0].op.replace("_", "").lower()
+    out = {}
+    for r in found.ranks:
+        for line in ev.said.get(r, []):
+            low = line.lower()
+            if op in low.replace("_", "") and "timed out" not in low:
+                out[r] = line
+    return [{"rank": r, "said": line} for r, line in out.items()]
 
 
 def _entry(ev, rank, group, seq):
@@ -310,11 +373,13 @@ def _cannot(ev, world, parted, named, dead):
     if not ev.report and not ev.launch:
         add("no-report", "whether a rank died, and how each ended: no "
             "torchrun report")
+    _cannot_still_running(ev, parted, add)
     _cannot_started(ev, add)
     for hit in named:
         for text in hit["unconfirmed"]:
             add("unconfirmed", text)
-    if parted and not named:
+    if parted and not named and not any(
+            c["topic"] == "still-running" for c in out):
         add("no-pattern", "why the ranks part: the stacks and call sites "
             "show none of the book's patterns")
     return out
@@ -335,6 +400,26 @@ def _cannot_place(ev, world, add):
     for r, pids in ev.unsure.items():
         add("rank-unsure", f"which of processes {pids} is rank {r}: each "
             f"has its RANK (workers it started?), so none is shown")
+
+
+def _cannot_still_running(ev, parted, add):
+    """A rank that never called the parting's collective, whose stack
+    stands in its own code: it may only be slower."""
+    for group, found in parted:
+        late = patterns.running(ev, found.ranks) \
+            if found.kind == "missing" else []
+        if late:
+            one = len(late) == 1
+            where = ("its stack stands" if one
+                     else "their stacks stand")
+            add("still-running", f"whether {ranks_text(late)} will still "
+                f"reach collective #{found.seq}"
+                + ("" if group == ledger.DEFAULT_GROUP
+                   else f" of group {group}")
+                + f": {where} in the job's own code, not in a collective "
+                f"and not finished, so {'it' if one else 'they'} may "
+                f"only be slower (computing, loading data); no missing "
+                f"partner is named on it")
 
 
 def _cannot_started(ev, add):
@@ -465,12 +550,27 @@ def _parting_text(p):
              + ("" if s["state"] == "scheduled" else f", {s['state']}")
              for s in p["sides"]]
     for s in p["stopped"]:
-        parts.append(f"rank {s['rank']} never called it (its last: "
-                     f"#{s['seq']} {s['op']})" if s["seq"] else
-                     f"rank {s['rank']} never called it (it had called "
-                     f"none)")
+        said = next((x["said"] for x in p["raised"]
+                     if x["rank"] == s["rank"]), None)
+        if said:
+            parts.append(f"rank {s['rank']} called it, but it raised "
+                         f"there before the Flight Recorder recorded it "
+                         f"(it said: {said})")
+            continue
+        late = s["rank"] in p["running"]
+        verb = "has not called it yet" if late else "never called it"
+        why = "; its stack is in its own code" if late else ""
+        # No op: the entry was evicted, the number is pg_status's.
+        op = s["op"] or "(pg_status's number; the entry was evicted)"
+        parts.append(f"rank {s['rank']} {verb} (its last: "
+                     f"#{s['seq']} {op}{why})" if s["seq"] else
+                     f"rank {s['rank']} {verb} (it had called none{why})")
     if p["kind"] in ("dead", "silent"):
-        parts.append(f"no dump from {ranks_text(p['ranks'])}")
+        # No parting at #seq: the dumps there are agree up to it, and the
+        # rank with no dump cannot be compared (the finding's sentence).
+        return (f"{name}: no dump from {ranks_text(p['ranks'])}; the "
+                f"others agree up to collective #{p['seq']} ("
+                + "; ".join(parts) + ")")
     return f"{name}, collective #{p['seq']}: " + "; ".join(parts)
 
 
