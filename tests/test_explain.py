@@ -992,3 +992,23 @@ def test_a_rank_with_no_dump_is_said_alike_in_text_and_json():
     assert "the default group: no dump from rank 0; the others agree up " \
            "to collective #7 (" in text, text
     assert "collective #7: " not in text, text
+
+
+@pytest.mark.parametrize("mix, ranks, timeouts", [
+    ("m1", (0, 1), "(90 s against 40 s)"),
+    ("m3", (0, 2), "(90 s against 6 s)"),
+])
+def test_dumps_of_two_runs_are_refused(capsys, mix, ranks, timeouts):
+    err = bad(capsys, FALSIFY / "mixed" / mix)
+    assert (f"the dumps of rank {ranks[0]} and rank {ranks[1]} are of "
+            f"different jobs: their default group's timeout differs "
+            f"{timeouts}") in err, err
+
+
+def test_two_stack_blocks_for_one_rank_are_named():
+    data = report(FALSIFY / "mixed" / "dup_stacks.txt")
+    assert data["notes"] == [
+        f"2 stack blocks claim rank {r} (pids {a}, {b}): process {b}'s is "
+        f"shown, the only one inside torch.distributed: the stacks may be "
+        f"of more than one job"
+        for r, a, b in ((0, 22255, 23373), (1, 22256, 23374))], data["notes"]

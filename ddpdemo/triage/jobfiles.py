@@ -261,6 +261,7 @@ def _check_one_job(evidence):
     by_rank = {r: {e["collective_seq_id"]: e for e in d["entries"]
                    if e["process_group"][0] == "0" and not e["is_p2p"]}
                for r, d in evidence.dumps.items()}
+    _check_timeouts(by_rank)
     if len(by_rank) < 2 or not all(by_rank.values()):
         return
     shared = set.intersection(*(set(s) for s in by_rank.values()))
@@ -281,6 +282,23 @@ def _check_one_job(evidence):
 
 
 SKEW = 2.0   # s
+
+
+def _check_timeouts(by_rank):
+    """One job's default group has one timeout on every rank (init's
+    `timeout`, which each entry's timeout_ms carries): ranks whose
+    entries share none are of different jobs."""
+    timeouts = {r: {e["timeout_ms"] for e in es.values()}
+                for r, es in by_rank.items() if es}
+    ranks = sorted(timeouts)
+    for r in ranks[1:]:
+        if not timeouts[r] & timeouts[ranks[0]]:
+            def text(t):
+                return ", ".join(f"{ms / 1e3:g} s" for ms in sorted(t))
+            raise BadInput(
+                f"the dumps of rank {ranks[0]} and rank {r} are of "
+                f"different jobs: their default group's timeout differs "
+                f"({text(timeouts[ranks[0]])} against {text(timeouts[r])})")
 
 
 # -- stacks and logs ---------------------------------------------------------
@@ -422,6 +440,17 @@ def _choose_blocks(evidence):
             blocks = [b for b in blocks if any(
                 path.startswith("torch/distributed/")
                 for _, frames in b[1] for path, _, _ in frames)]
+        if len(evidence.blocks[rank]) > 1:
+            # Never silently: two jobs' stacks in one file, or a rank's
+            # helper processes, both claim the rank.
+            pids = [b[0] for b in evidence.blocks[rank]]
+            evidence.notes.append(
+                f"{len(pids)} stack blocks claim rank {rank} (pids "
+                f"{', '.join(map(str, pids))}): "
+                + (f"process {blocks[0][0]}'s is shown, the only one "
+                   f"inside torch.distributed" if len(blocks) == 1 else
+                   "none is shown")
+                + ": the stacks may be of more than one job")
         if len(blocks) == 1:
             pid, evidence.stacks[rank], how = blocks[0]
             evidence.pids[rank] = pid
