@@ -1012,3 +1012,38 @@ def test_two_stack_blocks_for_one_rank_are_named():
         f"shown, the only one inside torch.distributed: the stacks may be "
         f"of more than one job"
         for r, a, b in ((0, 22255, 23373), (1, 22256, 23374))], data["notes"]
+
+
+@pytest.mark.parametrize("log, pattern", [
+    ("static_srun.log", "static-rendezvous"),
+    ("port_srun.log", "port-in-use"),
+    ("node1.log", "client-timeout"),
+])
+def test_launch_failures_behind_sruns_prefix_and_on_node_1(log, pattern):
+    path = FALSIFY / "launch" / log
+    assert explain.main([str(path)]) == 0
+    data = report(path)
+    assert [p["pattern"] for p in data["patterns"]] == [pattern], data
+    assert data["patterns"][0]["url"].endswith("00c_job_failures.html#"
+                                               + SECTION_LABEL[pattern])
+
+
+SECTION_LABEL = {"static-rendezvous": "rendezvous-timeout",
+                 "port-in-use": "port-in-use",
+                 "client-timeout": "rendezvous-timeout"}
+
+
+def test_a_dump_is_named_prefix_plus_rank(capsys):
+    # TORCH_FR_DUMP_TEMP_FILE=<dir>/v2 writes v20 and v21: ranks 0 and 1
+    data = report(FALSIFY / "names" / "pfx")
+    assert data["read"]["dumps"] == [0, 1], data["read"]
+    assert any("prefix `v2` + rank" in n for n in data["notes"]), data
+    given = explain.findings([str(FALSIFY / "names" / "pfx")], prefix="v")
+    assert given["read"]["dumps"] == [20, 21], given["read"]
+    # rank_-1 is no rank 1
+    negative = FALSIFY / "names" / "negative" / "rank_-1"
+    data = report(negative, FALSIFY / "slowloss" / "fr" / "rank_1")
+    assert data["read"]["dumps"] == [1], data["read"]
+    assert data["not_read"] == [{"path": str(negative), "why":
+                                 "a negative rank in its name: no rank's "
+                                 "dump (prefix + rank)"}], data["not_read"]

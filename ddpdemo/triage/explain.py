@@ -79,10 +79,11 @@ def link(pattern, base=None):
 
 # -- the findings, as data ------------------------------------------------
 
-def findings(paths, base=None):
+def findings(paths, base=None, prefix=None):
     """The report on these files as plain data (what --json prints);
-    raises jobfiles.BadInput."""
-    ev = jobfiles.read(paths)
+    raises jobfiles.BadInput. prefix: the dumps' names before the rank
+    (else inferred)."""
+    ev = jobfiles.read(paths, prefix)
     known = (set(ev.dumps) | set(ev.stacks) | set(ev.failures)
              | set(ev.said))
     world = list(range(max(known) + 1)) if known else []
@@ -150,6 +151,13 @@ def _launch_words(name, line):
         return ("c10d's rendezvous ran out of join_timeout: a node never "
                 "started, or has another --nnodes or --rdzv-endpoint, or "
                 "cannot reach it")
+    if name == "client-timeout":
+        m = launchlog.FAILURES[name].search(line)
+        return (f"this node's launcher could not connect to the "
+                f"rendezvous store at {m[1]}:{m[2]} (--master-addr, "
+                f"--master-port) in time: node 0 never started or "
+                f"listens elsewhere (its --master-port or --nnodes "
+                f"differ), or the address cannot be reached from here")
     return ("the master port is taken (EADDRINUSE): another job or "
             "program listens on it; choose another, or --standalone on "
             "one node")
@@ -592,6 +600,10 @@ def parser():
                         "output")
     p.add_argument("--json", action="store_true",
                    help="print the findings as JSON data")
+    p.add_argument("--prefix", metavar="NAME", default=None,
+                   help="the dumps' file names before the rank (the last "
+                        "part of TORCH_FR_DUMP_TEMP_FILE; default: what "
+                        "the names share)")
     p.add_argument("--site", metavar="URL", default=None,
                    help=f"the book's base address for section links "
                         f"(default: ${SITE_VAR}, else {SITE})")
@@ -601,7 +613,7 @@ def parser():
 def main(argv=None):
     args = parser().parse_args(argv)    # usage errors: stderr, exit 2
     try:
-        data = findings(args.paths, args.site)
+        data = findings(args.paths, args.site, args.prefix)
     except jobfiles.BadInput as error:
         print(f"ddpdemo.explain: {error}", file=sys.stderr)
         return 2

@@ -33,6 +33,7 @@ SECTIONS = {
     "static-rendezvous": ("00c_job_failures", "rendezvous-timeout"),
     "rendezvous-timeout": ("00c_job_failures", "rendezvous-timeout"),
     "port-in-use": ("00c_job_failures", "port-in-use"),
+    "client-timeout": ("00c_job_failures", "rendezvous-timeout"),
 }
 _STDLIB = os.path.dirname(os.__file__)
 # Where the host reads a result (a tensor's value, a stream, a handle).
