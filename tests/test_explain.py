@@ -704,6 +704,17 @@ def test_a_gloo_dump_can_be_written_while_it_hangs(workers_job):
     first = data["partings"][0]
     assert first["kind"] == "disagree", first
     assert sides(first) == {"barrier": [0], "all_reduce": [1]}
+    # and such a dump tells the collective still waited on from those done
+    page_says("a dump written during the hang leaves the collective still "
+              "waited on `retired: False`, and its `pg_status` gives each "
+              "group's `last_completed_collective`")
+    for r in data["ranks"]:
+        last = r["last_collective"]
+        assert last["pending"] is True, r
+        assert last["last_completed"] == last["seq"] - 1, r
+    started = [c["text"] for c in data["cannot_tell"]
+               if c["topic"] == "started"]
+    assert "the one still waited on is not retired" in started[0], started
 
 
 @pytest.mark.timeout(300)
@@ -1047,3 +1058,59 @@ def test_a_dump_is_named_prefix_plus_rank(capsys):
     assert data["not_read"] == [{"path": str(negative), "why":
                                  "a negative rank in its name: no rank's "
                                  "dump (prefix + rank)"}], data["not_read"]
+
+
+# threading imported: py-spy names the main thread from it
+SLEEPER = ("import threading, time\n"
+           "print('ready', flush=True)\n"
+           "time.sleep(120)\n")
+AGENT = ("import os, subprocess, sys, time\n"
+         "kids = [subprocess.Popen([sys.executable, sys.argv[1], "
+         "sys.argv[2]], env=dict(os.environ, RANK=str(r)), "
+         "stdout=subprocess.PIPE, text=True) for r in (0, 1)]\n"
+         "for k in kids:\n"
+         "    k.stdout.readline()\n"
+         "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
+         "time.sleep(120)\n")
+
+
+@pytest.mark.timeout(300)
+def test_the_pages_loop_takes_the_agents_children_only(tmp_path):
+    # A stand-in for torchrun (its command line: torchrun, then the
+    # script), started from a shell that exported RANK, with two children
+    # of RANK 0 and 1; beside it another job's process of the same script
+    # with RANK=0. The page's loop as printed (the script's name made
+    # unique here) takes the two children, and only them.
+    script = f"train_{os.getpid()}_{time.monotonic_ns()}.py"
+    (tmp_path / "torchrun").write_text(AGENT)
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text(SLEEPER)
+    env = dict(os.environ, RANK="7")
+    procs = []
+    try:
+        agent = subprocess.Popen(
+            [sys.executable, str(tmp_path / "torchrun"), str(sleeper),
+             script],
+            env=env, stdout=subprocess.PIPE, text=True)
+        procs.append(agent)
+        other = subprocess.Popen([sys.executable, str(sleeper), script],
+                                 env=dict(os.environ, RANK="0"),
+                                 stdout=subprocess.PIPE, text=True)
+        procs.append(other)
+        other.stdout.readline()
+        kids = [int(p) for p in agent.stdout.readline().split()]
+        path = f"{PY_SPY.parent}{os.pathsep}{os.environ['PATH']}"
+        subprocess.run(["bash", "-c",
+                        one_liner().replace("train.py", script)],
+                       cwd=tmp_path, env=dict(os.environ, PATH=path),
+                       timeout=120)
+        data = report(tmp_path / "stacks.txt")
+        assert [(r["rank"], r["pid"]) for r in data["ranks"]] == [
+            (0, kids[0]), (1, kids[1])], data["ranks"]
+        assert str(other.pid) not in (tmp_path / "stacks.txt").read_text()
+    finally:
+        for p in procs:
+            for child in psutil.Process(p.pid).children(recursive=True):
+                child.kill()
+            p.kill()
+            p.wait(timeout=30)

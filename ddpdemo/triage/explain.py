@@ -316,9 +316,14 @@ def _last(dump):
         return None
     e = max(entries, key=lambda e: e["time_created_ns"])
     one = ledger.entry(e)
-    return {"group": e["process_group"][0], "seq": one["seq"],
+    group = e["process_group"][0]
+    # gloo's too: a dump written mid-hang leaves the collective still
+    # waited on not retired, and pg_status says the last completed.
+    status = dump.get("pg_status", {}).get(group, {})
+    return {"group": group, "seq": one["seq"],
             "op": ledger.op_text(one["op"], one["what"]),
-            "site": one["site"]}
+            "site": one["site"], "pending": not one["retired"],
+            "last_completed": status.get("last_completed_collective")}
 
 
 def _rank(ev, r, dead):
@@ -433,7 +438,15 @@ def _cannot_still_running(ev, parted, add):
 def _cannot_started(ev, add):
     """What a dump's states cannot say, per backend."""
     backends = _backends(ev)
-    if "gloo" in backends:
+    pending = any(not e.get("retired", True) for d in ev.dumps.values()
+                  for e in d["entries"])
+    if "gloo" in backends and pending:
+        add("started", "which collectives had started: gloo leaves "
+            "every entry \"scheduled\"; but this dump was written during "
+            "the hang, so the one still waited on is not retired, and "
+            "pg_status gives each group's last completed (after the "
+            "timeout, that one counts as completed)")
+    elif "gloo" in backends:
         add("started", "which collectives had started or completed: gloo "
             "leaves every entry \"scheduled\"; a collective that some rank "
             "never called cannot have completed")
@@ -531,7 +544,11 @@ def _rank_lines(r):
         where += (f"; its last collective{group}: #{last['seq']}"
                   + (f" {last['op']}" if last["op"] else
                      " (pg_status's number; DETAIL's dump names no op)")
-                  + (f" (from {last['site']})" if last["site"] else ""))
+                  + (f" (from {last['site']})" if last["site"] else "")
+                  + (f", pending (not retired; last completed: "
+                     f"#{last['last_completed']})"
+                     if last.get("pending") and last.get("last_completed")
+                     is not None else ""))
     ended = r["ended"]
     if ended and ended["how"] == "killed":
         where = f"gone: killed by {ended['signal']} (torchrun's report)" \
