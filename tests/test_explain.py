@@ -704,6 +704,17 @@ def test_a_gloo_dump_can_be_written_while_it_hangs(workers_job):
     first = data["partings"][0]
     assert first["kind"] == "disagree", first
     assert sides(first) == {"barrier": [0], "all_reduce": [1]}
+    # and such a dump tells the collective still waited on from those done
+    page_says("a dump written during the hang leaves the collective still "
+              "waited on `retired: False`, and its `pg_status` gives each "
+              "group's `last_completed_collective`")
+    for r in data["ranks"]:
+        last = r["last_collective"]
+        assert last["pending"] is True, r
+        assert last["last_completed"] == last["seq"] - 1, r
+    started = [c["text"] for c in data["cannot_tell"]
+               if c["topic"] == "started"]
+    assert "the one still waited on is not retired" in started[0], started
 
 
 @pytest.mark.timeout(300)
@@ -873,3 +884,233 @@ def test_a_missing_input_beside_a_good_one_is_named(tmp_path):
     assert data["not_read"] == [{"path": str(tmp_path / "fr"),
                                  "why": "no such file or directory"}]
     assert data["ranks"][1]["where"]["call"]["function"] == "all_reduce"
+
+
+# -- a falsifying reader's real jobs (tests/data/explain/falsify) -----------
+
+FALSIFY = DATA / "falsify"
+
+
+def case(name):
+    """explain's findings on one of the falsifier's stored jobs: its
+    dumps, its stacks (where taken) and torchrun's output."""
+    folder = FALSIFY / name
+    return report(*sorted(folder.iterdir()))
+
+
+def test_dumps_written_under_detail_are_read_not_a_traceback(capsys):
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: every entry's group is ('', ''),
+    # and DETAIL's own fingerprint all_gathers share its numbering, with
+    # gaps no rank holds (the ledger once took a gap for a parting and
+    # failed on its empty ops: IndexError).
+    folder = FALSIFY / "detail"
+    dump = pickle.loads((folder / "fr" / "rank_0").read_bytes())
+    assert {e["process_group"] for e in dump["entries"]} == {("", "")}
+    assert explain.main([str(p) for p in sorted(folder.iterdir())]) == 0
+    out = capsys.readouterr().out
+    assert "TORCH_DISTRIBUTED_DEBUG=DETAIL" in out, out
+    assert "not compared" in out, out
+    data = case("detail")
+    assert data["partings"] == [], data["partings"]
+    # pg_status's number of the default group, not DETAIL's own entries'
+    assert [r["last_collective"]["seq"] for r in data["ranks"]] == [1] * 3
+    # the runtime's ledger skips a number no rank holds
+    gap = {r: [dict(seq=s, op="all_reduce", what="", state="scheduled",
+                    retired=True, site="", backend="gloo")
+               for s in (1, 3)] for r in (0, 1)}
+    assert ledger.first_divergence(gap).kind == "agree"
+
+
+@pytest.mark.parametrize("name, seq, op", [
+    # rank 1 sleeps before step 1's forward; rank 0 waits in DDP's
+    # training forward (its broadcast): not a validation on rank 0
+    ("ddp_stall", 5, "broadcast [3] Int"),
+    # rank 1 sleeps between step 2's forward and backward; rank 0 waits
+    # in backward: not one more batch on rank 0
+    ("slowloss", 8, "all_reduce [10] Float"),
+])
+def test_a_partner_still_in_its_own_code_is_not_called_missing(name, seq,
+                                                               op):
+    data = case(name)
+    first = data["partings"][0]
+    assert (first["kind"], first["seq"]) == ("missing", seq), first
+    assert sides(first) == {op.split()[0]: [0]} and first["running"] == [1]
+    assert data["patterns"] == [], data["patterns"]
+    late = [c["text"] for c in data["cannot_tell"]
+            if c["topic"] == "still-running"]
+    assert late and late[0].startswith(
+        f"whether rank 1 will still reach collective #{seq}: "), late
+    text = explain.render(data)
+    assert (f"collective #{seq}: {op} on rank 0; rank 1 has not called "
+            f"it yet") in text, text
+
+
+def test_zero_first_where_the_ranks_disagree_keeps_the_caveat():
+    # rank 0 made one all_reduce more, then both entered
+    # torch_distributed_zero_first: at #3, rank 0's all_reduce beside
+    # rank 1's barrier. Which one is the extra one, the ledgers cannot say.
+    data = case("zf_extra")
+    first = data["partings"][0]
+    assert first["kind"] == "disagree" and first["seq"] == 3, first
+    assert sides(first) == {"all_reduce": [0], "barrier": [1]}, first
+    hit = data["patterns"][0]
+    assert hit["pattern"] == "zero-first" and hit["ranks"] == [1], hit
+    assert "never enter" not in hit["words"].split(":")[0], hit["words"]
+    assert any(c["text"].startswith("which side's collective is the extra "
+                                    "one") for c in data["cannot_tell"])
+
+
+def test_an_evicted_ledger_is_read_from_pg_status():
+    # A 4-entry ring buffer: rank 0's seven subgroup all_reduces evicted
+    # its default-group entries; its pg_status still says it enqueued #2.
+    dump = pickle.loads((FALSIFY / "evict" / "fr" / "rank_0").read_bytes())
+    assert {e["process_group"][0] for e in dump["entries"]} == {"2"}
+    assert dump["pg_status"]["0"]["last_enqueued_collective"] == 2
+    data = case("evict")
+    first = data["partings"][0]
+    assert (first["group"], first["seq"]) == ("0", 3), first
+    assert first["stopped"] == [{"rank": 0, "seq": 2, "op": ""}], first
+    assert "rank 0 stopped at #2." in first["sentence"], first["sentence"]
+    text = explain.render(data)
+    assert "it had called none" not in text, text
+    assert ("rank 0 never called it (its last: #2 (pg_status's number; "
+            "the entry was evicted))") in text, text
+
+
+def test_a_collective_that_raised_on_a_rank_is_not_never_called():
+    # all_gather with a different size on each rank: gloo's check raised
+    # on rank 1 before its Flight Recorder recorded the call.
+    data = case("gather_sizes")
+    first = data["partings"][0]
+    assert first["kind"] == "missing" and first["ranks"] == [1], first
+    assert [x["rank"] for x in first["raised"]] == [1], first
+    assert "invalid tensor size" in first["raised"][0]["said"]
+    text = explain.render(data)
+    assert "rank 1 called it, but it raised there" in text, text
+    assert "rank 1 never called it" not in text, text
+
+
+def test_a_rank_with_no_dump_is_said_alike_in_text_and_json():
+    # rank 0's dump left out: rank 1's ledger agrees with nothing, and no
+    # parting is at its last number (the JSON's sentence says so).
+    folder = FALSIFY / "slowloss"
+    data = report(folder / "fr" / "rank_1", folder / "stacks.txt")
+    first = data["partings"][0]
+    assert first["kind"] == "silent" and first["ranks"] == [0], first
+    assert first["sentence"] == ("rank 0 did not answer; the others agree "
+                                 "up to collective #7."), first
+    text = explain.render(data)
+    assert "the default group: no dump from rank 0; the others agree up " \
+           "to collective #7 (" in text, text
+    assert "collective #7: " not in text, text
+
+
+@pytest.mark.parametrize("mix, ranks, timeouts", [
+    ("m1", (0, 1), "(90 s against 40 s)"),
+    ("m3", (0, 2), "(90 s against 6 s)"),
+])
+def test_dumps_of_two_runs_are_refused(capsys, mix, ranks, timeouts):
+    err = bad(capsys, FALSIFY / "mixed" / mix)
+    assert (f"the dumps of rank {ranks[0]} and rank {ranks[1]} are of "
+            f"different jobs: their default group's timeout differs "
+            f"{timeouts}") in err, err
+
+
+def test_two_stack_blocks_for_one_rank_are_named():
+    data = report(FALSIFY / "mixed" / "dup_stacks.txt")
+    assert data["notes"] == [
+        f"2 stack blocks claim rank {r} (pids {a}, {b}): process {b}'s is "
+        f"shown, the only one inside torch.distributed: the stacks may be "
+        f"of more than one job"
+        for r, a, b in ((0, 22255, 23373), (1, 22256, 23374))], data["notes"]
+
+
+@pytest.mark.parametrize("log, pattern", [
+    ("static_srun.log", "static-rendezvous"),
+    ("port_srun.log", "port-in-use"),
+    ("node1.log", "client-timeout"),
+])
+def test_launch_failures_behind_sruns_prefix_and_on_node_1(log, pattern):
+    path = FALSIFY / "launch" / log
+    assert explain.main([str(path)]) == 0
+    data = report(path)
+    assert [p["pattern"] for p in data["patterns"]] == [pattern], data
+    assert data["patterns"][0]["url"].endswith("00c_job_failures.html#"
+                                               + SECTION_LABEL[pattern])
+
+
+SECTION_LABEL = {"static-rendezvous": "rendezvous-timeout",
+                 "port-in-use": "port-in-use",
+                 "client-timeout": "rendezvous-timeout"}
+
+
+def test_a_dump_is_named_prefix_plus_rank(capsys):
+    # TORCH_FR_DUMP_TEMP_FILE=<dir>/v2 writes v20 and v21: ranks 0 and 1
+    data = report(FALSIFY / "names" / "pfx")
+    assert data["read"]["dumps"] == [0, 1], data["read"]
+    assert any("prefix `v2` + rank" in n for n in data["notes"]), data
+    given = explain.findings([str(FALSIFY / "names" / "pfx")], prefix="v")
+    assert given["read"]["dumps"] == [20, 21], given["read"]
+    # rank_-1 is no rank 1
+    negative = FALSIFY / "names" / "negative" / "rank_-1"
+    data = report(negative, FALSIFY / "slowloss" / "fr" / "rank_1")
+    assert data["read"]["dumps"] == [1], data["read"]
+    assert data["not_read"] == [{"path": str(negative), "why":
+                                 "a negative rank in its name: no rank's "
+                                 "dump (prefix + rank)"}], data["not_read"]
+
+
+# threading imported: py-spy names the main thread from it
+SLEEPER = ("import threading, time\n"
+           "print('ready', flush=True)\n"
+           "time.sleep(120)\n")
+AGENT = ("import os, subprocess, sys, time\n"
+         "kids = [subprocess.Popen([sys.executable, sys.argv[1], "
+         "sys.argv[2]], env=dict(os.environ, RANK=str(r)), "
+         "stdout=subprocess.PIPE, text=True) for r in (0, 1)]\n"
+         "for k in kids:\n"
+         "    k.stdout.readline()\n"
+         "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
+         "time.sleep(120)\n")
+
+
+@pytest.mark.timeout(300)
+def test_the_pages_loop_takes_the_agents_children_only(tmp_path):
+    # A stand-in for torchrun (its command line: torchrun, then the
+    # script), started from a shell that exported RANK, with two children
+    # of RANK 0 and 1; beside it another job's process of the same script
+    # with RANK=0. The page's loop as printed (the script's name made
+    # unique here) takes the two children, and only them.
+    script = f"train_{os.getpid()}_{time.monotonic_ns()}.py"
+    (tmp_path / "torchrun").write_text(AGENT)
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text(SLEEPER)
+    env = dict(os.environ, RANK="7")
+    procs = []
+    try:
+        agent = subprocess.Popen(
+            [sys.executable, str(tmp_path / "torchrun"), str(sleeper),
+             script],
+            env=env, stdout=subprocess.PIPE, text=True)
+        procs.append(agent)
+        other = subprocess.Popen([sys.executable, str(sleeper), script],
+                                 env=dict(os.environ, RANK="0"),
+                                 stdout=subprocess.PIPE, text=True)
+        procs.append(other)
+        other.stdout.readline()
+        kids = [int(p) for p in agent.stdout.readline().split()]
+        path = f"{PY_SPY.parent}{os.pathsep}{os.environ['PATH']}"
+        subprocess.run(["bash", "-c",
+                        one_liner().replace("train.py", script)],
+                       cwd=tmp_path, env=dict(os.environ, PATH=path),
+                       timeout=120)
+        data = report(tmp_path / "stacks.txt")
+        assert [(r["rank"], r["pid"]) for r in data["ranks"]] == [
+            (0, kids[0]), (1, kids[1])], data["ranks"]
+        assert str(other.pid) not in (tmp_path / "stacks.txt").read_text()
+    finally:
+        for p in procs:
+            for child in psutil.Process(p.pid).children(recursive=True):
+                child.kill()
+            p.kill()
+            p.wait(timeout=30)

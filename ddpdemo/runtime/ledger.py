@@ -155,8 +155,12 @@ class Finding:
                     + ", ".join(parts) + ".")
         if k == "missing":
             before = "; ".join(
-                f"rank {s.rank} stopped at #{s.seq} ({s.op})" if s.seq
+                f"rank {s.rank} stopped at #{s.seq}"
+                + (f" ({s.op})" if s.op else "") if s.seq
                 else f"rank {s.rank} recorded none" for s in self.stopped)
+            if not self.ops:
+                return (f"{ranks_text(self.ranks)} never called "
+                        f"collective #{self.seq}: {before}.")
             reached = self.ops[0]
             return (f"{ranks_text(reached.ranks)} reached collective "
                     f"#{self.seq} ({reached.op}), which "
@@ -192,6 +196,10 @@ def first_divergence(ledgers, dead=(), silent=()):
     for seq in range(first, top + 1):
         at = {r: d.get(seq) for r, d in by_seq.items()}
         called = _called(at)
+        if not called:
+            # No rank holds this number (another group's, under one
+            # name): nothing to compare, and no rank reached it.
+            continue
         if len(called) > 1:
             return Finding("disagree", seq=seq, ops=called)
         missing = [r for r, e in at.items() if e is None]

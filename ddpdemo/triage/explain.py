@@ -36,6 +36,7 @@ DebugLevel::Detail);`). Otherwise it stays "scheduled" until "completed"
 re-finds the quoted header lines in the installed torch.
 """
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -50,6 +51,16 @@ from .patterns import SECTIONS
 # build: file:///.../_build/html/), as does --site.
 SITE = "https://ddpdemo.github.io/ddpdemo/"
 SITE_VAR = "DDPDEMO_BOOK_URL"
+# A dump written under TORCH_DISTRIBUTED_DEBUG=DETAIL names no group.
+UNNAMED = ""
+DETAIL_NOTE = (
+    "the dumps were written under TORCH_DISTRIBUTED_DEBUG=DETAIL: their "
+    "entries name no process group, so the job's collectives and DETAIL's "
+    "own checks (all_gathers of each collective's fingerprint) share one "
+    "numbering and are not compared; DETAIL's check names the mismatch "
+    "itself, in each rank's error (\"Detected mismatch between "
+    "collectives on ranks\"), and pg_status's last collective per group "
+    "is shown with each rank")
 # What an NCCL job sets before it starts, so that a dump says "started".
 NCCL_TIMING = ("TORCH_NCCL_ENABLE_TIMING=1 (or TORCH_NCCL_DESYNC_DEBUG=1, "
                "or TORCH_DISTRIBUTED_DEBUG=DETAIL)")
@@ -68,15 +79,18 @@ def link(pattern, base=None):
 
 # -- the findings, as data ------------------------------------------------
 
-def findings(paths, base=None):
+def findings(paths, base=None, prefix=None):
     """The report on these files as plain data (what --json prints);
-    raises jobfiles.BadInput."""
-    ev = jobfiles.read(paths)
+    raises jobfiles.BadInput. prefix: the dumps' names before the rank
+    (else inferred)."""
+    ev = jobfiles.read(paths, prefix)
     known = (set(ev.dumps) | set(ev.stacks) | set(ev.failures)
              | set(ev.said))
     world = list(range(max(known) + 1)) if known else []
     dead = _dead(ev)
     parted = _partings(ev, world, dead)
+    if any(UNNAMED in ledger.groups(d) for d in ev.dumps.values()):
+        ev.notes.append(DETAIL_NOTE)
     named = []
     for group, found in parted:
         hit = patterns.on_a_parting(ev, group, found)
@@ -106,7 +120,11 @@ def findings(paths, base=None):
         "processes": [_unranked(pid, threads)
                       for pid, threads in ev.unranked],
         "partings": [dict(group=g, **f.data(), sentence=f.sentence(),
-                          sides=_sides(ev, g, f)) for g, f in parted],
+                          sides=_sides(ev, g, f),
+                          running=patterns.running(ev, f.ranks)
+                          if f.kind == "missing" else [],
+                          raised=_raised(ev, f))
+                     for g, f in parted],
         "patterns": named,
         "cannot_tell": _cannot(ev, world, parted, named, dead),
     }
@@ -133,6 +151,13 @@ def _launch_words(name, line):
         return ("c10d's rendezvous ran out of join_timeout: a node never "
                 "started, or has another --nnodes or --rdzv-endpoint, or "
                 "cannot reach it")
+    if name == "client-timeout":
+        m = launchlog.FAILURES[name].search(line)
+        return (f"this node's launcher could not connect to the "
+                f"rendezvous store at {m[1]}:{m[2]} (--master-addr, "
+                f"--master-port) in time: node 0 never started or "
+                f"listens elsewhere (its --master-port or --nnodes "
+                f"differ), or the address cannot be reached from here")
     return ("the master port is taken (EADDRINUSE): another job or "
             "program listens on it; choose another, or --standalone on "
             "one node")
@@ -158,6 +183,11 @@ def _partings(ev, world, dead):
     """[(group, Finding)] of every group whose ledgers part, earliest
     first. A member with no dump is dead (torchrun says so) or silent."""
     names = set().union(*(ledger.groups(d) for d in ev.dumps.values()))
+    # Under TORCH_DISTRIBUTED_DEBUG=DETAIL every entry's group is ('', ''):
+    # the job's collectives and its wrapper's own checks (all_gathers of
+    # fingerprints on a helper group) share one name, and their numbers
+    # interleave, so matching them by number would invent a parting.
+    names.discard(UNNAMED)
     found = []
     for group in sorted(names, key=lambda g: (len(g), g)):
         ledgers = {r: ledger.entries(d, group, sites=False)
@@ -169,9 +199,67 @@ def _partings(ev, world, dead):
         f = ledger.first_divergence(
             ledgers, dead=[r for r in gone if r in dead],
             silent=[r for r in gone if r not in dead])
+        f = _evicted(ev, group, ledgers, f, dead, gone)
         if f.diverged:
             found.append((group, f, _when(ev, group, f.seq)))
     return [(g, f) for g, f, _ in sorted(found, key=lambda x: x[2])]
+
+
+def last_enqueued(dump, group):
+    """The number of the last collective `group` enqueued on a rank, from
+    its dump's pg_status (-1: none, or no pg_status): it outlives the
+    ring buffer's eviction of the entries."""
+    status = (dump or {}).get("pg_status", {}).get(group, {})
+    seq = status.get("last_enqueued_collective", -1)
+    return seq if isinstance(seq, int) else -1
+
+
+def _evicted(ev, group, ledgers, found, dead, gone):
+    """A rank whose ring buffer dropped all its entries of `group` (other
+    groups' traffic) is no rank that "called none": where pg_status says
+    it went past the parting, it is left out of the comparison; where
+    not, its last number is pg_status's."""
+    if found.kind != "missing":
+        return found
+    past = [r for r in found.ranks if not ledgers.get(r)
+            and last_enqueued(ev.dumps.get(r), group) >= found.seq]
+    if past:
+        ev.notes.append(
+            f"{ranks_text(past)}'s entries of "
+            + ("the default group" if group == ledger.DEFAULT_GROUP
+               else f"group {group}")
+            + " were all evicted from the Flight Recorder's ring buffer "
+            "(pg_status: last enqueued "
+            + ", ".join(f"#{last_enqueued(ev.dumps[r], group)}"
+                        for r in past)
+            + "), so they are not compared")
+        kept = {r: es for r, es in ledgers.items() if r not in past}
+        return _evicted(ev, group, kept, ledger.first_divergence(
+            kept, dead=[r for r in gone if r in dead],
+            silent=[r for r in gone if r not in dead]), dead, gone)
+    stopped = tuple(
+        s if s.seq else s._replace(seq=max(0, last_enqueued(
+            ev.dumps.get(s.rank), group)))
+        for s in found.stopped)
+    return dataclasses.replace(found, stopped=stopped)
+
+
+def _raised(ev, found):
+    """[{rank, said}] for ranks that never called the parting's
+    collective by the ledger, but whose own error names that op and is
+    no timeout: the call raised on that rank before the Flight Recorder
+    recorded it (gloo's checks of sizes: `ProcessGroupGloo::allgather:
+    invalid tensor size`)."""
+    if found.kind != "missing" or not found.ops:
+        return []
+    op = found.ops[0].op.replace("_", "").lower()
+    out = {}
+    for r in found.ranks:
+        for line in ev.said.get(r, []):
+            low = line.lower()
+            if op in low.replace("_", "") and "timed out" not in low:
+                out[r] = line
+    return [{"rank": r, "said": line} for r, line in out.items()]
 
 
 def _entry(ev, rank, group, seq):
@@ -214,6 +302,13 @@ def _where(frames):
 def _last(dump):
     """The last collective in a dump (the default group's, if any)."""
     entries = dump["entries"] if dump else []
+    if entries and all(e["process_group"][0] == UNNAMED for e in entries):
+        # DETAIL: the entries' numbers are not the job's; pg_status's are.
+        status = dump.get("pg_status", {}).get(ledger.DEFAULT_GROUP, {})
+        seq = status.get("last_enqueued_collective", -1)
+        return None if seq < 0 else {
+            "group": ledger.DEFAULT_GROUP, "seq": seq, "op": "",
+            "site": ""}
     default = [e for e in entries
                if e["process_group"][0] == ledger.DEFAULT_GROUP]
     entries = default or entries
@@ -221,9 +316,14 @@ def _last(dump):
         return None
     e = max(entries, key=lambda e: e["time_created_ns"])
     one = ledger.entry(e)
-    return {"group": e["process_group"][0], "seq": one["seq"],
+    group = e["process_group"][0]
+    # gloo's too: a dump written mid-hang leaves the collective still
+    # waited on not retired, and pg_status says the last completed.
+    status = dump.get("pg_status", {}).get(group, {})
+    return {"group": group, "seq": one["seq"],
             "op": ledger.op_text(one["op"], one["what"]),
-            "site": one["site"]}
+            "site": one["site"], "pending": not one["retired"],
+            "last_completed": status.get("last_completed_collective")}
 
 
 def _rank(ev, r, dead):
@@ -286,11 +386,13 @@ def _cannot(ev, world, parted, named, dead):
     if not ev.report and not ev.launch:
         add("no-report", "whether a rank died, and how each ended: no "
             "torchrun report")
+    _cannot_still_running(ev, parted, add)
     _cannot_started(ev, add)
     for hit in named:
         for text in hit["unconfirmed"]:
             add("unconfirmed", text)
-    if parted and not named:
+    if parted and not named and not any(
+            c["topic"] == "still-running" for c in out):
         add("no-pattern", "why the ranks part: the stacks and call sites "
             "show none of the book's patterns")
     return out
@@ -313,10 +415,38 @@ def _cannot_place(ev, world, add):
             f"has its RANK (workers it started?), so none is shown")
 
 
+def _cannot_still_running(ev, parted, add):
+    """A rank that never called the parting's collective, whose stack
+    stands in its own code: it may only be slower."""
+    for group, found in parted:
+        late = patterns.running(ev, found.ranks) \
+            if found.kind == "missing" else []
+        if late:
+            one = len(late) == 1
+            where = ("its stack stands" if one
+                     else "their stacks stand")
+            add("still-running", f"whether {ranks_text(late)} will still "
+                f"reach collective #{found.seq}"
+                + ("" if group == ledger.DEFAULT_GROUP
+                   else f" of group {group}")
+                + f": {where} in the job's own code, not in a collective "
+                f"and not finished, so {'it' if one else 'they'} may "
+                f"only be slower (computing, loading data); no missing "
+                f"partner is named on it")
+
+
 def _cannot_started(ev, add):
     """What a dump's states cannot say, per backend."""
     backends = _backends(ev)
-    if "gloo" in backends:
+    pending = any(not e.get("retired", True) for d in ev.dumps.values()
+                  for e in d["entries"])
+    if "gloo" in backends and pending:
+        add("started", "which collectives had started: gloo leaves "
+            "every entry \"scheduled\"; but this dump was written during "
+            "the hang, so the one still waited on is not retired, and "
+            "pg_status gives each group's last completed (after the "
+            "timeout, that one counts as completed)")
+    elif "gloo" in backends:
         add("started", "which collectives had started or completed: gloo "
             "leaves every entry \"scheduled\"; a collective that some rank "
             "never called cannot have completed")
@@ -348,6 +478,8 @@ def render(data):
         out.append("  no rank ran")
     out += ["", "Where the ranks part (Flight Recorder):"]
     out += [f"  {_parting_text(p)}" for p in data["partings"]] or [
+        "  not compared: the dumps were written under DETAIL (above)"
+        if DETAIL_NOTE in data["notes"] else
         _no_parting_text(data["read"]["dumps"])]
     out += ["", "What it is:"]
     for hit in data["patterns"]:
@@ -409,9 +541,14 @@ def _rank_lines(r):
         last = r["last_collective"]
         group = ("" if last["group"] == ledger.DEFAULT_GROUP
                  else f" of group {last['group']}")
-        where += (f"; its last collective{group}: #{last['seq']} "
-                  f"{last['op']}"
-                  + (f" (from {last['site']})" if last["site"] else ""))
+        where += (f"; its last collective{group}: #{last['seq']}"
+                  + (f" {last['op']}" if last["op"] else
+                     " (pg_status's number; DETAIL's dump names no op)")
+                  + (f" (from {last['site']})" if last["site"] else "")
+                  + (f", pending (not retired; last completed: "
+                     f"#{last['last_completed']})"
+                     if last.get("pending") and last.get("last_completed")
+                     is not None else ""))
     ended = r["ended"]
     if ended and ended["how"] == "killed":
         where = f"gone: killed by {ended['signal']} (torchrun's report)" \
@@ -438,12 +575,27 @@ def _parting_text(p):
              + ("" if s["state"] == "scheduled" else f", {s['state']}")
              for s in p["sides"]]
     for s in p["stopped"]:
-        parts.append(f"rank {s['rank']} never called it (its last: "
-                     f"#{s['seq']} {s['op']})" if s["seq"] else
-                     f"rank {s['rank']} never called it (it had called "
-                     f"none)")
+        said = next((x["said"] for x in p["raised"]
+                     if x["rank"] == s["rank"]), None)
+        if said:
+            parts.append(f"rank {s['rank']} called it, but it raised "
+                         f"there before the Flight Recorder recorded it "
+                         f"(it said: {said})")
+            continue
+        late = s["rank"] in p["running"]
+        verb = "has not called it yet" if late else "never called it"
+        why = "; its stack is in its own code" if late else ""
+        # No op: the entry was evicted, the number is pg_status's.
+        op = s["op"] or "(pg_status's number; the entry was evicted)"
+        parts.append(f"rank {s['rank']} {verb} (its last: "
+                     f"#{s['seq']} {op}{why})" if s["seq"] else
+                     f"rank {s['rank']} {verb} (it had called none{why})")
     if p["kind"] in ("dead", "silent"):
-        parts.append(f"no dump from {ranks_text(p['ranks'])}")
+        # No parting at #seq: the dumps there are agree up to it, and the
+        # rank with no dump cannot be compared (the finding's sentence).
+        return (f"{name}: no dump from {ranks_text(p['ranks'])}; the "
+                f"others agree up to collective #{p['seq']} ("
+                + "; ".join(parts) + ")")
     return f"{name}, collective #{p['seq']}: " + "; ".join(parts)
 
 
@@ -465,6 +617,10 @@ def parser():
                         "output")
     p.add_argument("--json", action="store_true",
                    help="print the findings as JSON data")
+    p.add_argument("--prefix", metavar="NAME", default=None,
+                   help="the dumps' file names before the rank (the last "
+                        "part of TORCH_FR_DUMP_TEMP_FILE; default: what "
+                        "the names share)")
     p.add_argument("--site", metavar="URL", default=None,
                    help=f"the book's base address for section links "
                         f"(default: ${SITE_VAR}, else {SITE})")
@@ -474,7 +630,7 @@ def parser():
 def main(argv=None):
     args = parser().parse_args(argv)    # usage errors: stderr, exit 2
     try:
-        data = findings(args.paths, args.site)
+        data = findings(args.paths, args.site, args.prefix)
     except jobfiles.BadInput as error:
         print(f"ddpdemo.explain: {error}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ the book prints them (`torch/...`, `ddpdemo/...`).
 import functools
 import importlib
 import importlib.util
+import itertools
 import os
 import pickle
 import re
@@ -54,13 +55,19 @@ class Evidence:
         self.sources, self.notes, self.unsure = [], [], {}
         self.unread, self.workers = [], 0
         self.blocks = {}     # rank: [(pid, threads, from)], before choosing
+        self.prefix, self.prefixes = None, {}   # of the dumps' names
 
 
-def read(paths):
+def read(paths, prefix=None):
     """Evidence from files and directories: a directory's own files, not
-    its folders'; of those, only files named as dumps are unpickled."""
+    its folders'; of those, only files named as dumps are unpickled.
+    prefix: the dumps' names before the rank (TORCH_FR_DUMP_TEMP_FILE's
+    last part); else each folder's is inferred (_prefixes)."""
     evidence = Evidence()
-    for path, named_as_dump in _files(evidence, paths):
+    evidence.prefix = prefix
+    files = _files(evidence, paths)
+    evidence.prefixes = _prefixes(evidence, files) if prefix is None else {}
+    for path, named_as_dump in files:
         _add_file(evidence, path, named_as_dump)
     _check_one_job(evidence)
     _choose_blocks(evidence)
@@ -75,6 +82,39 @@ def read(paths):
 
 # A dump's file name: TORCH_FR_DUMP_TEMP_FILE's prefix, then the rank.
 DUMP_NAME = re.compile(r"^(.*?)(\d+)$")
+
+
+def _prefixes(evidence, files):
+    """{folder: the prefix of its dumps' names}: what the names share,
+    less trailing digits, unless keeping some makes the ranks 0 to n-1
+    (TORCH_FR_DUMP_TEMP_FILE=/x/v2 writes v20, v21: ranks 0 and 1, not
+    20 and 21), which a note then says."""
+    by_folder = {}
+    for path, named in files:
+        name = os.path.basename(path)
+        if named and DUMP_NAME.match(name):
+            by_folder.setdefault(os.path.dirname(path), []).append(name)
+    out = {}
+    for folder, names in by_folder.items():
+        if len(names) < 2:
+            continue
+        # the characters every name shares from its start (not a path)
+        # (names differ in length: the shortest bounds the prefix)
+        common = "".join(c[0] for c in itertools.takewhile(
+            lambda chars: len(set(chars)) == 1,
+            zip(*names, strict=False)))
+        base = common.rstrip("0123456789")
+        out[folder] = base
+        for k in range(len(common), len(base), -1):
+            ranks = sorted(int(n[k:]) for n in names)
+            if ranks == list(range(len(names))):
+                out[folder] = common[:k]
+                evidence.notes.append(
+                    f"the dumps in {folder or '.'} were read as prefix "
+                    f"`{common[:k]}` + rank (ranks 0 to {len(names) - 1}), "
+                    f"not `{base}` + rank: --prefix says which")
+                break
+    return out
 
 
 def _files(evidence, paths):
@@ -190,12 +230,19 @@ def _add_dump(evidence, path):
     # torchrun job on gloo it fails with KeyError: ('0', 0), chapter 5.)
     read_dump = torch_read_dump()
     name = os.path.basename(path)
-    match = re.search(r"(\d+)$", name)
-    if not match:
-        raise BadInput(f"{path}: a Flight Recorder dump's name ends with "
-                       f"its rank (TORCH_FR_DUMP_TEMP_FILE prefix + rank)")
+    prefix = (evidence.prefix if evidence.prefix is not None
+              else evidence.prefixes.get(os.path.dirname(path)))
+    if prefix is None or not name.startswith(prefix):
+        prefix = name.rstrip("0123456789")
+    if prefix == name or not name[len(prefix):].isdigit():
+        given = evidence.prefix or "TORCH_FR_DUMP_TEMP_FILE"
+        raise BadInput(f"{path}: a Flight Recorder dump's name is its "
+                       f"prefix ({given}'s) + rank")
+    if prefix.endswith("-"):
+        raise BadInput(f"{path}: a negative rank in its name: no rank's "
+                       f"dump (prefix + rank)")
     try:
-        dump = read_dump(name[:match.start()], path)
+        dump = read_dump(prefix, path)
     except (EOFError, pickle.UnpicklingError, ValueError) as error:
         raise BadInput(f"{path}: truncated or not a Flight Recorder dump "
                        f"({type(error).__name__})") from None
@@ -209,12 +256,25 @@ def _add_dump(evidence, path):
                        f"Recorder format {dump['version']}; this torch "
                        f"reads and writes {version})")
     _check_entries(path, dump["entries"])
+    dump["pg_status"] = _pg_status(path)
     rank = dump["rank"]
     if rank in evidence.dumps:
         raise BadInput(f"{path}: a second dump for rank {rank}: dumps of "
                        f"different jobs are mixed")
     evidence.dumps[rank] = dump
     evidence.sources.append(f"{path}: Flight Recorder dump of rank {rank}")
+
+
+def _pg_status(path):
+    """The dump's pg_status, which torch's loader leaves out: per group,
+    the numbers of the last collective enqueued, started and completed
+    (-1: none). It outlives the ring buffer's eviction of entries, and
+    it names the groups a DETAIL dump's entries do not. {} if absent."""
+    with open(path, "rb") as f:
+        status = pickle.load(f).get("pg_status")
+    if not isinstance(status, dict):
+        return {}
+    return {str(g): s for g, s in status.items() if isinstance(s, dict)}
 
 
 # What explain reads of each entry, and the type it must have.
@@ -248,6 +308,7 @@ def _check_one_job(evidence):
     by_rank = {r: {e["collective_seq_id"]: e for e in d["entries"]
                    if e["process_group"][0] == "0" and not e["is_p2p"]}
                for r, d in evidence.dumps.items()}
+    _check_timeouts(by_rank)
     if len(by_rank) < 2 or not all(by_rank.values()):
         return
     shared = set.intersection(*(set(s) for s in by_rank.values()))
@@ -268,6 +329,23 @@ def _check_one_job(evidence):
 
 
 SKEW = 2.0   # s
+
+
+def _check_timeouts(by_rank):
+    """One job's default group has one timeout on every rank (init's
+    `timeout`, which each entry's timeout_ms carries): ranks whose
+    entries share none are of different jobs."""
+    timeouts = {r: {e["timeout_ms"] for e in es.values()}
+                for r, es in by_rank.items() if es}
+    ranks = sorted(timeouts)
+    for r in ranks[1:]:
+        if not timeouts[r] & timeouts[ranks[0]]:
+            def text(t):
+                return ", ".join(f"{ms / 1e3:g} s" for ms in sorted(t))
+            raise BadInput(
+                f"the dumps of rank {ranks[0]} and rank {r} are of "
+                f"different jobs: their default group's timeout differs "
+                f"({text(timeouts[ranks[0]])} against {text(timeouts[r])})")
 
 
 # -- stacks and logs ---------------------------------------------------------
@@ -409,6 +487,17 @@ def _choose_blocks(evidence):
             blocks = [b for b in blocks if any(
                 path.startswith("torch/distributed/")
                 for _, frames in b[1] for path, _, _ in frames)]
+        if len(evidence.blocks[rank]) > 1:
+            # Never silently: two jobs' stacks in one file, or a rank's
+            # helper processes, both claim the rank.
+            pids = [b[0] for b in evidence.blocks[rank]]
+            evidence.notes.append(
+                f"{len(pids)} stack blocks claim rank {rank} (pids "
+                f"{', '.join(map(str, pids))}): "
+                + (f"process {blocks[0][0]}'s is shown, the only one "
+                   f"inside torch.distributed" if len(blocks) == 1 else
+                   "none is shown")
+                + ": the stacks may be of more than one job")
         if len(blocks) == 1:
             pid, evidence.stacks[rank], how = blocks[0]
             evidence.pids[rank] = pid

@@ -21,6 +21,11 @@ FAILURES = {
     # c10d's rendezvous (--rdzv-backend c10d): join_timeout ran out.
     "rendezvous-timeout": re.compile(
         r"^\S*RendezvousTimeoutError\b.*$", re.M),
+    # Another node's launcher, static rendezvous: the store on node 0
+    # (--master-addr, --master-port) never answered its connection.
+    "client-timeout": re.compile(
+        r"^\S*DistNetworkError: The client socket has timed out after "
+        r"\d+ms while trying to connect to \((.+), (\d+)\)\.$", re.M),
     # The master port is taken: the store's server cannot listen.
     "port-in-use": re.compile(
         r"^\S*DistNetworkError: .*name: EADDRINUSE.*$", re.M),
@@ -28,13 +33,20 @@ FAILURES = {
 
 
 def failures(text):
-    """[(name, the line torchrun printed)] for each failure in `text`."""
+    """[(name, the line torchrun printed)] for each failure in `text`,
+    also where each line carries Slurm's `srun -l` prefix (`0: `) or
+    ends in CRLF."""
+    text = _SRUN_PREFIX.sub("", text.replace("\r\n", "\n"))
     found = []
     for name, pattern in FAILURES.items():
         m = pattern.search(text)
         if m:
             found.append((name, m[0].strip()))
     return found
+
+
+# `srun -l` writes each line of task N as `N: line`.
+_SRUN_PREFIX = re.compile(r"^\d+: ", re.M)
 
 
 def joined(line):

@@ -33,6 +33,7 @@ SECTIONS = {
     "static-rendezvous": ("00c_job_failures", "rendezvous-timeout"),
     "rendezvous-timeout": ("00c_job_failures", "rendezvous-timeout"),
     "port-in-use": ("00c_job_failures", "port-in-use"),
+    "client-timeout": ("00c_job_failures", "rendezvous-timeout"),
 }
 _STDLIB = os.path.dirname(os.__file__)
 # Where the host reads a result (a tensor's value, a stream, a handle).
@@ -125,40 +126,109 @@ def _others(found, side):
     return ranks - set(side.ranks)
 
 
+def running(ev, ranks):
+    """Those of `ranks` whose stack stands in the job's own code: not in
+    a collective, not finished. A rank that never called a collective
+    may only be slower there (computing, loading data), so a pattern of
+    a missing partner is not named on it."""
+    out = []
+    for r in ranks:
+        stack = main_thread(ev.stacks.get(r, []))
+        if stack and is_own(stack[0][0]):
+            out.append(r)
+    return out
+
+
+def _unseen(ev, ranks):
+    """Those of `ranks` with no stack: whether they had left, or were
+    only slower, nothing shows."""
+    return [r for r in ranks if not main_thread(ev.stacks.get(r, []))]
+
+
+def _left_or_slow(ev, found):
+    """What a pattern of a missing partner cannot confirm: None where a
+    rank that never called it is still running its own code (no such
+    pattern then), else the caveats (ranks with no stack)."""
+    if found.kind != "missing":
+        return ()
+    if running(ev, found.ranks):
+        return None
+    unseen = _unseen(ev, found.ranks)
+    if not unseen:
+        return ()
+    return (f"whether {ranks_text(unseen)} had left the loop or were "
+            f"only slower to reach collective #{found.seq}: no stack of "
+            f"{ranks_text(unseen)}",)
+
+
 # -- on a parting: (ev, group, Finding, side) -> Named or None -------------
 
 def zero_first(ev, group, found, side):
+    # A barrier the others never reach, unless they still run their own
+    # code (rank 0 may only be early: slow-first on stacks alone).
+    if _left_or_slow(ev, found) is None:
+        return None
+    caveats = ()
     if side.op == "barrier" and all(
             calls(_frames(ev, r, group, found.seq),
                   "torch_distributed_zero_first") for r in side.ranks):
+        if found.kind == "disagree":
+            # The others made another collective at this number: either
+            # they never enter the barrier, or they made one collective
+            # more before it (one more batch), as rank-only-branch says.
+            others = [c for c in found.ops if c is not side]
+            caveats = ("which side's collective is the extra one: the "
+                       "ledgers show only that they differ ("
+                       + ", ".join(f"{c.text} on {ranks_text(c.ranks)}"
+                                   for c in others)
+                       + " at this number may be one collective more "
+                       "before the same barrier)",)
+            return Named("zero-first", f"a barrier inside "
+                         f"torch_distributed_zero_first on "
+                         f"{ranks_text(side.ranks)}, where the others "
+                         f"made another collective: the val_dataloader "
+                         f"deadlock if they never enter it",
+                         side.ranks, unconfirmed=caveats)
         return Named("zero-first", f"a barrier inside "
                      f"torch_distributed_zero_first on "
                      f"{ranks_text(side.ranks)} alone, which the other "
                      f"ranks never enter (the val_dataloader deadlock)",
-                     side.ranks)
+                     side.ranks, unconfirmed=caveats)
     return None
 
 
 def ddp_forward(ev, group, found, side):
+    """Only where the others went elsewhere: another collective at that
+    number, or (missing) none while not running their own code: DDP's
+    training forward broadcasts too, and a partner only slower is no
+    evidence of a validation on some ranks."""
+    caveats = _left_or_slow(ev, found)
+    if caveats is None:
+        return None
     if side.op == "broadcast" and all(
             calls(_frames(ev, r, group, found.seq), "forward",
                   "torch/nn/parallel/distributed.py") for r in side.ranks):
         return Named("ddp-forward", f"DDP's buffer broadcast in a forward "
                      f"on {ranks_text(side.ranks)} alone (validating "
                      f"through the DDP wrapper on some ranks only)",
-                     side.ranks)
+                     side.ranks, unconfirmed=caveats)
     return None
 
 
 def no_partner(ev, group, found, side):
-    """Only where no other rank made a collective at that number."""
+    """Only where no other rank made a collective at that number, and
+    none of them is still running its own code (only slower)."""
+    caveats = _left_or_slow(ev, found)
+    if caveats is None:
+        return None
     if found.kind == "missing" and side.op == "all_reduce" and all(
             calls(_frames(ev, r, group, found.seq), "backward")
             for r in side.ranks):
         return Named("no-partner", f"a gradient all_reduce in backward on "
                      f"{ranks_text(side.ranks)} with no partner: the other "
                      f"ranks made no collective at this number (one more "
-                     f"batch on {ranks_text(side.ranks)})", side.ranks)
+                     f"batch on {ranks_text(side.ranks)})", side.ranks,
+                     unconfirmed=caveats)
     return None
 
 
