@@ -514,7 +514,7 @@ def check_speed(lines=2000, reps=3):
     median seconds of the check in this process, and of the whole
     command in a fresh interpreter."""
     import tempfile
-    from .triage import check
+    from ..triage import check
     with tempfile.TemporaryDirectory(prefix="ddpdemo-check-") as folder:
         path = os.path.join(folder, "train.py")
         with open(path, "w") as f:
