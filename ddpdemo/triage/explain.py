@@ -438,18 +438,16 @@ def _cannot_still_running(ev, parted, add):
 def _cannot_started(ev, add):
     """What a dump's states cannot say, per backend."""
     backends = _backends(ev)
-    pending = any(not e.get("retired", True) for d in ev.dumps.values()
-                  for e in d["entries"])
-    if "gloo" in backends and pending:
-        add("started", "which collectives had started: gloo leaves "
-            "every entry \"scheduled\"; but this dump was written during "
-            "the hang, so the one still waited on is not retired, and "
-            "pg_status gives each group's last completed (after the "
-            "timeout, that one counts as completed)")
-    elif "gloo" in backends:
+    # One text whatever the dumps' `retired` flags say: in a dump written
+    # after a gloo timeout, whether the failed collective is still
+    # pending is a race, and the report must not change with it.
+    if "gloo" in backends:
         add("started", "which collectives had started or completed: gloo "
-            "leaves every entry \"scheduled\"; a collective that some rank "
-            "never called cannot have completed")
+            "leaves every entry \"scheduled\", and a collective that some "
+            "rank never called cannot have completed; in a dump written "
+            "during the hang the one still waited on is not retired, and "
+            "pg_status gives each group's last completed (in one written "
+            "after a timeout it may count either way)")
     entries = [e for d in ev.dumps.values() for e in d["entries"]
                if e["profiling_name"].startswith("nccl:")]
     if entries and not any(e.get("time_discovered_started_ns")
