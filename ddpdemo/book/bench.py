@@ -427,18 +427,27 @@ def explain_speed(world_size=8, entries=2000, reps=3):
             cut = dump["entries"][:entries - (rank == world_size - 1)]
             with open(os.path.join(folder, f"rank_{rank}"), "wb") as f:
                 pickle.dump(dict(dump, entries=cut), f)
-        times, whole = [], []
-        for _ in range(reps):
-            start = time.perf_counter()
-            text = explain.explain([folder])
-            times.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "ddpdemo.explain", folder],
-                           capture_output=True, check=True)
-            whole.append(time.perf_counter() - start)
+        here, command, text = _here_and_as_command(
+            lambda: explain.explain([folder]), ["ddpdemo.explain", folder],
+            reps, check=True)
         assert f"collective #{entries}:" in text, text
-    return {"explain_8x2000_s": statistics.median(times),
-            "explain_command_s": statistics.median(whole)}
+    return {"explain_8x2000_s": here, "explain_command_s": command}
+
+
+def _here_and_as_command(call, argv, reps, check=False):
+    """Median seconds of call() in this process and of `python -m *argv`
+    in a fresh interpreter (bounded: 60 s a run), over `reps` runs each,
+    and call()'s last result. check=True: the command must exit 0."""
+    times, whole, result = [], [], None
+    for _ in range(reps):
+        start = time.perf_counter()
+        result = call()
+        times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", *argv], capture_output=True,
+                       check=check, timeout=60)
+        whole.append(time.perf_counter() - start)
+    return statistics.median(times), statistics.median(whole), result
 
 
 # One block of a training script for check_speed: a rank-0-first helper,
@@ -519,18 +528,10 @@ def check_speed(lines=2000, reps=3):
         path = os.path.join(folder, "train.py")
         with open(path, "w") as f:
             f.write(check_script(lines))
-        times, whole = [], []
-        for _ in range(reps):
-            start = time.perf_counter()
-            found = check.check([path])
-            times.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "ddpdemo.check", path],
-                           capture_output=True, timeout=60)
-            whole.append(time.perf_counter() - start)
+        here, command, found = _here_and_as_command(
+            lambda: check.check([path]), ["ddpdemo.check", path], reps)
     assert [f["rule"] for f in found] == ["collective-on-some-ranks"], found
-    return {"check_2000_lines_s": statistics.median(times),
-            "check_command_s": statistics.median(whole)}
+    return {"check_2000_lines_s": here, "check_command_s": command}
 
 
 def _default_timeout():
