@@ -100,10 +100,13 @@ def py_spy(pid, or_none=False):
 def shows(text, want):
     """Whether py-spy's dump's main thread shows `want` (see JOBS)."""
     main = text.split('"MainThread"', 1)[-1].split("\nThread ")[0]
-    funcs = [f.split(".")[-1]     # py-spy writes `Tensor.backward`
-             for f in re.findall(r"^\s+(\S+) \(", main, re.M)]
-    return (funcs[:1] == [want[1:]]) if want.startswith("=") \
-        else want in funcs
+    names = re.findall(r"^\s+(\S+) \(", main, re.M)
+    if want.startswith("="):
+        # The innermost frame by its whole name: `Condition.wait` (a rank
+        # still starting its threads) is not the scenario's `wait`.
+        return names[:1] == [want[1:]]
+    # py-spy writes `Tensor.backward`
+    return want in [f.split(".")[-1] for f in names]
 
 
 def ranks_of(launcher):
