@@ -215,3 +215,31 @@ def torchrun(*args, timeout=TIMEOUT, show_stderr="ranks", env=None):
     """`torchrun args`, bounded; see run_command."""
     return run_command("torchrun", *args, timeout=timeout,
                        show_stderr=show_stderr, env=env)
+
+
+def check_repair(script, *args, expect, nproc=2, timeout=60):
+    """An exercise's check ("repair this script"): run the reader's copy
+    of a script under torchrun (one node, `nproc` ranks) and print whether
+    it is repaired: exit status 0 and every line of `expect` printed (a
+    line the fixed script prints on rank 0). It never shows the fix: what
+    is wrong is told by what was seen (the exit status, the lines still
+    missing, a job still running after `timeout` s), as a reader's own run
+    would tell it. Returns True when repaired."""
+    argv = [_exe("torchrun"), "--standalone", "--nproc-per-node",
+            str(nproc), str(script), *map(str, args)]
+    try:
+        done, = collect(argv, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"not yet: the job still ran after {timeout} s "
+              "(killed, with its ranks)")
+        return False
+    printed = done.stdout.splitlines()
+    missing = [line for line in expect if line not in printed]
+    if done.returncode == 0 and not missing:
+        print(f"repaired: exit status 0, and all {len(expect)} expected "
+              "lines printed")
+        return True
+    print(f"not yet: exit status {done.returncode}")
+    for line in missing:
+        print("  missing:", line)
+    return False

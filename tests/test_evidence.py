@@ -93,3 +93,52 @@ def test_the_chinese_edition_shows_the_line_in_chinese():
         mystnb = out[key.removesuffix(i18n.FOLD)]["metadata"]["mystnb"]
         assert mystnb["code_prompt_show"] == zh[key] != english[key]
         assert mystnb["code_prompt_hide"] == zh_book.HIDE["Hide the evidence"]
+
+
+@pytest.mark.fast
+def test_checks_move_out_of_the_visible_code_with_their_comments():
+    kept, checks = evidence.split_checks(
+        "out = cluster.run(f)\n"
+        "# both ranks: 1 + 3\n"
+        "assert out == [4, 4]\n"
+        "cite('t.py', 'x', claim='c')\n"
+        "for o in out:\n"
+        "    assert o > 0\n"
+        "print(out)")
+    # the citation prints what it quotes: it stays with its output
+    assert kept == ("out = cluster.run(f)\ncite('t.py', 'x', claim='c')\n"
+                    "print(out)")
+    assert checks == ("# both ranks: 1 + 3\nassert out == [4, 4]\n"
+                      "for o in out:\n    assert o > 0")
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("source", [
+    "out = f()\nout\nassert out",         # `out` would become displayed
+    "assert x\nassert y",                 # nothing would be left to show
+    "%%ranks\nx = 1\nassert x",            # runs on the ranks: stays
+    'cite("t.py", "x", claim="c")\nassert 1',   # evidence: folded whole
+    "for x in y:\n    print(x)\n    assert x",  # a loop that also prints
+    "x = f()\nassert x\nx = g()",          # it would check another x
+    "x = f()\nassert cluster.run(g) == [1]\nx",  # the run prints
+])
+def test_cells_whose_checks_stay(source):
+    assert evidence.split_checks(source) is None
+
+
+def test_no_chapter_shows_a_check_that_could_move():
+    """`python -m ddpdemo.book.evidence --split` has been run: no visible
+    code cell keeps a top-level assert that could move (issue 44, item
+    5), and every cell of checks is removed from the page or folded."""
+    open_checks = [(p.name, c.get("id"))
+                   for p in evidence.notebooks()
+                   for c in json.loads(p.read_text())["cells"]
+                   if c["cell_type"] == "code"
+                   and evidence.split_checks("".join(c["source"]))]
+    assert open_checks == []
+    moved = [c for p in evidence.notebooks()
+             for c in json.loads(p.read_text())["cells"]
+             if c.get("id", "").endswith(evidence.CHECK_SUFFIX)]
+    assert len(moved) >= 100
+    assert all({"remove-cell", "hide-cell"} & set(c["metadata"]["tags"])
+               for c in moved)

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from ddpdemo import scripts
 from ddpdemo.runtime import processes, waiting
 from ddpdemo.scripts import collect, run_command, run_together, torchrun
 
@@ -152,3 +153,27 @@ def test_without_a_failure_nobody_is_stopped_early():
                               timeout=60, after_failure=0.1)
     assert (quick.returncode, slow_one.returncode) == (0, 0)
     assert slow_one.stdout == "done\n"
+
+
+def test_check_repair_says_repaired_only_for_a_fixed_script(tmp_path,
+                                                           capsys):
+    script = tmp_path / "job.py"
+    body = ("import os, sys\n"
+            "import torch.distributed as dist\n"
+            "dist.init_process_group('gloo')\n"
+            "rank = dist.get_rank()\n"
+            "{fault}\n"
+            "dist.barrier()\n"
+            "if rank == 0:\n"
+            "    print('done on', dist.get_world_size(), 'ranks')\n"
+            "dist.destroy_process_group()\n")
+    script.write_text(body.format(fault="sys.exit(3) if rank == 1 else 0"))
+    assert not scripts.check_repair(script, expect=["done on 2 ranks"],
+                                    timeout=60)
+    out = capsys.readouterr().out
+    assert out.startswith("not yet: exit status 1")
+    assert "missing: done on 2 ranks" in out
+    script.write_text(body.format(fault="pass"))
+    assert scripts.check_repair(script, expect=["done on 2 ranks"],
+                                timeout=60)
+    assert capsys.readouterr().out.startswith("repaired: exit status 0")

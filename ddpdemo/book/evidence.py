@@ -164,10 +164,130 @@ def write(path):
     nbformat.write(nb, str(path))
 
 
+# Issue 44, item 5: lines that only check (an assert) leave the visible
+# code. They move, unchanged and in order, to a cell of their own right
+# after, removed from the page (MyST-NB's remove-cell). nbval still runs
+# it, so the checks stay as strict as before and in the same notebook.
+# A citation prints the lines it quotes, so one in a mixed cell stays
+# where its output is (a cell of citations alone is folded above).
+CHECK_TAG = "remove-cell"
+CHECK_SUFFIX = "-checks"
+# An assert that calls one of these may print or run ranks: moving it
+# would move output, so it stays.
+_EFFECTS = {"run", "torchrun", "run_command", "collect", "check", "print",
+            "show", "display", "cite", "show_source"}
+
+
+def _names(node, kinds):
+    return {n.id for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, kinds)}
+
+
+def _pure_assert(stmt):
+    """An assert (or a loop of them) that prints nothing."""
+    if isinstance(stmt, ast.For) and not stmt.orelse:
+        return all(_pure_assert(s) for s in stmt.body)
+    if not isinstance(stmt, ast.Assert):
+        return False
+    calls = [n.func for n in ast.walk(stmt) if isinstance(n, ast.Call)]
+    return not any((getattr(f, "attr", None) or getattr(f, "id", None))
+                   in _EFFECTS for f in calls)
+
+
+def _checks(body):
+    """The statements that can move: pure asserts that no later statement
+    of the cell rebinds a name of (they would check another value)."""
+    moved = []
+    for i, stmt in enumerate(body):
+        if not _pure_assert(stmt):
+            continue
+        read = _names(stmt, ast.Load)
+        later = set().union(*(_names(s, (ast.Store, ast.Del))
+                              for s in body[i + 1:]
+                              if not _pure_assert(s)))
+        if not read & later:
+            moved.append(stmt)
+    return moved
+
+
+def split_checks(source):
+    """(the cell's source without its top-level checks, the checks'
+    source) or None when there is nothing to move, the cell is a magic,
+    or moving would change what the cell displays (its last expression
+    would become another one)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    if quotes_only(source):
+        return None      # already evidence, folded whole
+    body = tree.body
+    moved = _checks(body)
+    kept = [s for s in body if s not in moved]
+    if not moved or not kept:
+        return None
+    last = body[-1]
+    if kept[-1] is not last and isinstance(kept[-1], ast.Expr) and not (
+            isinstance(kept[-1].value, ast.Call)
+            and getattr(kept[-1].value.func, "id", None) == "print"):
+        return None      # it would start to display a value
+    lines = source.splitlines()
+    take = set()
+    for stmt in moved:
+        first = stmt.lineno - 1
+        # the comment lines right above a check say why it holds
+        while first > 0 and lines[first - 1].lstrip().startswith("#"):
+            first -= 1
+        take.update(range(first, stmt.end_lineno))
+    keep_text = "\n".join(line for i, line in enumerate(lines)
+                           if i not in take)
+    check_text = "\n".join(lines[i] for i in sorted(take))
+    keep_text = "\n".join(_squeeze(keep_text.strip("\n").splitlines()))
+    return keep_text, check_text.strip("\n")
+
+
+def _squeeze(lines):
+    out = []
+    for line in lines:
+        if not line.strip() and out and not out[-1].strip():
+            continue
+        out.append(line)
+    return out
+
+
+def split_notebook(path):
+    """Move every code cell's checks into a cell after it (sources and
+    tags only; the stored outputs stay with the cell that made them).
+    Returns how many cells were split."""
+    import nbformat
+    nb = nbformat.read(str(path), as_version=4)
+    cells, n = [], 0
+    for cell in nb.cells:
+        parts = (split_checks(cell.source) if cell.cell_type == "code"
+                 else None)
+        cells.append(cell)
+        if parts is None:
+            continue
+        n += 1
+        cell.source = parts[0]
+        checks = nbformat.v4.new_code_cell(parts[1])
+        checks.id = (cell.get("id") or f"cell{len(cells)}") + CHECK_SUFFIX
+        checks.metadata["tags"] = [CHECK_TAG]
+        cells.append(checks)
+    nb.cells = [nbformat.from_dict(folded(c)) for c in cells]
+    nbformat.write(nb, str(path))
+    return n
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true")
+    parser.add_argument("--split", action="store_true",
+                        help="move checks out of the visible code")
     args = parser.parse_args(argv)
+    if args.split:
+        for path in notebooks():
+            print(f"{path.name}: {split_notebook(path)} cells split")
     pending = False
     for path in notebooks():
         for i, cell_id, line in changes(path):
