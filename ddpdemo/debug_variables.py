@@ -53,7 +53,7 @@ VARIABLES = [
                "# In debug mode and if GLOO is available, wrap in a wrapper",
                "if get_debug_level() == DebugLevel.DETAIL:",
                "backend_class = _create_process_group_wrapper(")),
-        book="**live**: below; {doc}`05_val_dataloader_deadlock` "
+        book="**live**: below; {doc}`evaluation` "
              "(Diagnosis 3)"),
     Variable(
         "TORCH_FR_BUFFER_SIZE (or TORCH_NCCL_TRACE_BUFFER_SIZE)",
@@ -65,7 +65,7 @@ VARIABLES = [
                '2000);', "enabled_ = max_entries_ > 0;"),),
         default_in="2000",
         book="**live**: every cluster's ledger ("
-             "{doc}`05_val_dataloader_deadlock`, {doc}`08_when_ddp_hangs`)"),
+             "{doc}`evaluation`, {doc}`when_ddp_hangs`)"),
     Variable(
         "TORCH_NCCL_DUMP_ON_TIMEOUT",
         "NCCL: write the Flight Recorder's buffer out when the watchdog "
@@ -76,7 +76,7 @@ VARIABLES = [
               "// TORCH_NCCL_ENABLE_MONITORING=1 and "
               "TORCH_NCCL_TRACE_BUFFER_SIZE > 0.",
               '"TORCH_NCCL_DUMP_ON_TIMEOUT"};'),),
-        book="quoted: {doc}`05_val_dataloader_deadlock`"),
+        book="quoted: {doc}`evaluation`"),
     Variable(
         "TORCH_FR_DUMP_TEMP_FILE (or TORCH_NCCL_DEBUG_INFO_TEMP_FILE)",
         "by its name, the file that dump goes to; the wheel names it only "
@@ -109,7 +109,7 @@ VARIABLES = [
                "// Whether or not wait() and synchronize() are blocking",
                "bool blockingWait_ = false;")),
         default_in="= false",
-        book="quoted: {doc}`01_all_reduce`"),
+        book="quoted: {doc}`all_reduce`"),
     Variable(
         "TORCH_NCCL_DESYNC_DEBUG",
         "NCCL: turns on Desync Debug (the header says no more); to be set "
@@ -122,8 +122,8 @@ VARIABLES = [
         "the level of torch's C++ log lines (c10's logging) that reach "
         "stderr; the book sets `FATAL` to keep them out of its outputs",
         NOT_SHIPPED, library="torch/lib/libc10.so",
-        book="**live**: {doc}`05_val_dataloader_deadlock`, "
-             "{doc}`07_inside_ddp`, {doc}`08_when_ddp_hangs`"),
+        book="**live**: {doc}`evaluation`, "
+             "{doc}`inside_ddp`, {doc}`when_ddp_hangs`"),
     Variable(
         "GLOO_SOCKET_IFNAME",
         "the network interface gloo's connections use; a name the host "

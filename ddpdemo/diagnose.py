@@ -8,7 +8,7 @@ away. The stuck ranks and the collective number come from the error
 itself; the fix is the one judgment the error cannot make, so the chapter
 gives it as a digest (`digest("a")`) rather than in clear. Introduced in
 chapter 5's exercises, used again in chapter 8's. A page may bring its
-own list of fixes ("Diagnose these", book/09_diagnose.ipynb, lists
+own list of fixes ("Diagnose these", book/diagnose.ipynb, lists
 ddpdemo.examples.puzzles.FIXES): `Diagnosis(error, fix, fixes)` and
 `show_fixes(fixes)` take it, and its digests stand for a letter and its
 text, so that one letter of two lists has two digests.

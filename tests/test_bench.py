@@ -94,20 +94,20 @@ def test_fit_alpha_beta_finds_the_fixed_cost_of_small_messages():
 
 def test_chapter_seconds_sum_setup_call_and_teardown_per_notebook():
     out = """============ slowest durations ============
-12.50s call     book/00_live_cluster.ipynb::Cell 3
-3.25s setup    book/00_live_cluster.ipynb::Cell 0
-0.25s teardown book/03_barrier.ipynb::Cell 9
+12.50s call     book/live_cluster.ipynb::Cell 3
+3.25s setup    book/live_cluster.ipynb::Cell 0
+0.25s teardown book/barrier.ipynb::Cell 9
 1.00s call     tests/test_x.py::test_y
 """
-    per = bench.chapter_seconds(out, ["00_live_cluster.ipynb",
-                                      "03_barrier.ipynb", "07_x.ipynb"])
-    assert per == {"00_live_cluster.ipynb": 15.75, "03_barrier.ipynb": 0.25,
+    per = bench.chapter_seconds(out, ["live_cluster.ipynb",
+                                      "barrier.ipynb", "07_x.ipynb"])
+    assert per == {"live_cluster.ipynb": 15.75, "barrier.ipynb": 0.25,
                    "07_x.ipynb": 0.0}
 
 
 def test_table_shows_chapters_and_the_hang_bound():
     text = bench.table({"hang_detect_s": 9.0, "hang_timeout_s": 5.0,
-                        "chapter_nbval_s": {"00_live_cluster.ipynb": 12.0}})
+                        "chapter_nbval_s": {"live_cluster.ipynb": 12.0}})
     assert f"<= timeout + {bench.DETECT_SLACK:g} s: MISSED" in text
     # A hang reported within the slack meets the target, past it misses.
     within = {"hang_timeout_s": 5.0,

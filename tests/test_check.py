@@ -714,7 +714,7 @@ def test_json_and_the_site_flag(tmp_path):
     [finding] = json.loads(done.stdout)
     assert finding["rule"] == "collective-on-some-ranks"
     assert finding["link"] == ("http://localhost:8000/book/"
-                               "05_val_dataloader_deadlock.html#val-deadlock")
+                               "evaluation.html#val-deadlock")
     assert set(finding) == {"file", "line", "rule", "why", "fix", "link"}
 
 

@@ -60,7 +60,7 @@ def test_when_ddp_hangs_with_join_ends_with_equal_weights(classic, torchrun):
 
 @pytest.mark.timeout(3 * BOUND)
 def test_train_ddp_saves_once_and_every_rank_loads_it(torchrun, tmp_path):
-    # The GPU-ready script (book/00b_launching), here on gloo: NCCL only when
+    # The GPU-ready script (book/launching), here on gloo: NCCL only when
     # every local rank has a GPU. Bounded more loosely than BOUND: it
     # trains two epochs on a 2-core machine shared with other jobs.
     import torch

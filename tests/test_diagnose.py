@@ -76,7 +76,7 @@ def test_a_live_hang(cluster):
     assert not quiz.check(stuck=[0], seq=quiz.seq + 1, fix="f").right
 
 
-# A page's own list of fixes ("Diagnose these", book/09_diagnose.ipynb).
+# A page's own list of fixes ("Diagnose these", book/diagnose.ipynb).
 PAGE = puzzles.FIXES
 
 

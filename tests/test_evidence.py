@@ -62,7 +62,7 @@ def test_every_chapter_is_folded_as_written():
 
 
 def test_writing_touches_metadata_only(tmp_path):
-    source = i18n.ROOT / "book" / "07_inside_ddp.ipynb"
+    source = i18n.ROOT / "book" / "inside_ddp.ipynb"
     copy = tmp_path / source.name
     nb = json.loads(source.read_text())
     for c in nb["cells"]:      # every fold opened again
@@ -81,7 +81,7 @@ def test_writing_touches_metadata_only(tmp_path):
 
 
 def test_the_chinese_edition_shows_the_line_in_chinese():
-    page = "book/07_inside_ddp.ipynb"
+    page = "book/inside_ddp.ipynb"
     text = (i18n.ROOT / page).read_text()
     folds = [c["id"] + i18n.FOLD for c in json.loads(text)["cells"]
              if i18n.fold_line(c)]

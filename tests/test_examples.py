@@ -20,7 +20,7 @@ TESTED_BESIDE = {"all_reduce_sums": "test_collectives.py",
                  "hang_patterns": "test_explain.py",
                  # not a script: the diagnosis page's jobs, run there
                  "puzzles": "test_diagnose.py"}
-# "When the job itself fails" (book/00c_job_failures.ipynb): run below.
+# "When the job itself fails" (book/job_failures.ipynb): run below.
 JOB_FAILURES = {"rank_killed", "rank_raises"}
 # Chapters 7 and 8's scripts, run by tests/test_ddp_examples.py.
 DDP_EXAMPLES = {"inside_ddp", "train_ddp", "when_ddp_hangs"}

@@ -77,7 +77,7 @@ def run_execute(*args, timeout=600):
 
 
 def test_nccl_outputs_are_never_stored():
-    done = run_execute("--backend", "nccl", "book/00_live_cluster.ipynb",
+    done = run_execute("--backend", "nccl", "book/live_cluster.ipynb",
                        timeout=60)
     assert done.returncode == 2
     assert "--check" in done.stderr
@@ -97,7 +97,7 @@ def test_check_stops_at_a_failing_cell_and_stores_nothing(tmp_path):
 
 @pytest.mark.timeout(600)
 def test_check_on_gloo_runs_chapter_0_and_leaves_it_untouched():
-    path = ROOT / "book" / "00_live_cluster.ipynb"
+    path = ROOT / "book" / "live_cluster.ipynb"
     before = path.read_bytes()
     done = run_execute("--backend", "gloo", "--check", str(path))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]

@@ -9,7 +9,7 @@ the symptom page's one-liner writes), each rank's Flight Recorder dump
 ends the hang, or on torchrun's SIGTERM) and torchrun's output, and runs
 explain after the hang has ended. One scenario, with DataLoader workers
 running, takes the stacks with the symptom page's own one-liner (read
-from book/symptoms.md) and runs explain while the job still hangs too.
+from book/triage.md) and runs explain while the job still hangs too.
 The jobs run once, in a module-scoped fixture, two at a time: most of a
 job is its ranks waiting out the group's timeout, which two jobs can do
 side by side on 2 cores. Fast checks read files real plain torchrun jobs wrote
@@ -127,7 +127,7 @@ def ranks_of(launcher):
 
 def one_liner():
     """The symptom page's py-spy loop, as printed there."""
-    text = (BOOK / "symptoms.md").read_text()
+    text = (BOOK / "triage.md").read_text()
     return re.search(r"```bash\n\s*(for pid in [^\n]*)\n", text)[1]
 
 
@@ -556,14 +556,14 @@ def test_json_and_the_books_address():
     log = str(DATA / "torchrun_static_rendezvous.log")
     data = json.loads(command("--json", log).stdout)
     assert data == report(log)
-    assert urls(data) == [f"{explain.SITE}book/00c_job_failures.html"
+    assert urls(data) == [f"{explain.SITE}book/job_failures.html"
                           f"#rendezvous-timeout"]
     here = "file:///tmp/book/"
     moved = json.loads(command("--json", "--site", here, log).stdout)
     env = dict(os.environ, **{explain.SITE_VAR: here})
     by_env = json.loads(command("--json", log, env=env).stdout)
     for got in (moved, by_env, report(log, base=here)):
-        assert urls(got) == [f"{here}book/00c_job_failures.html"
+        assert urls(got) == [f"{here}book/job_failures.html"
                              f"#rendezvous-timeout"], got["patterns"]
 
 
@@ -684,7 +684,7 @@ def test_dumps_are_read_with_torchs_loader_without_importing_torch(jobs):
 
 # -- what a dump can show, per backend (step 0 says the same) --------------
 
-STEP0 = (BOOK / "symptoms.md").read_text().split("## Step 0")[1] \
+STEP0 = (BOOK / "triage.md").read_text().split("## Step 0")[1] \
     .split("\n## ")[0]
 
 
@@ -1038,7 +1038,7 @@ def test_launch_failures_behind_sruns_prefix_and_on_node_1(log, pattern):
     assert explain.main([str(path)]) == 0
     data = report(path)
     assert [p["pattern"] for p in data["patterns"]] == [pattern], data
-    assert data["patterns"][0]["url"].endswith("00c_job_failures.html#"
+    assert data["patterns"][0]["url"].endswith("job_failures.html#"
                                                + SECTION_LABEL[pattern])
 
 

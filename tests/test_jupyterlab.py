@@ -2,7 +2,7 @@
 markup rendered, as the site does: no raw `{ref}` or `{doc}` role, no
 `(label)=` target line, no directive fence (issue 32, item 8). Without
 the jupyterlab-myst extension JupyterLab's own Markdown renderer shows
-them raw (`DDP ({doc}07_inside_ddp explains it)`), and this test fails.
+them raw (`DDP ({doc}inside_ddp explains it)`), and this test fails.
 
 Starts `jupyter lab` on loopback with a random port and token, opens the
 chapter in Chromium through Playwright, reads the text of every rendered
@@ -23,7 +23,7 @@ import pytest
 from test_site import CHROMIUM_ARGS, ROOT, STEP_MS, find_chromium
 
 pytestmark = pytest.mark.timeout(300)
-CHAPTER = "book/01_all_reduce.ipynb"   # {ref} and {doc} roles, targets
+CHAPTER = "book/all_reduce.ipynb"   # {ref} and {doc} roles, targets
 # What MyST markup looks like when nothing rendered it.
 RAW = [re.compile(r"\{(ref|doc|term|numref|eq|download)\}"),
        re.compile(r"^\([\w:-]+\)=\s*$", re.M),

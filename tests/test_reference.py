@@ -1,6 +1,6 @@
 """The reference pages (issue 21): symptoms, pitfalls and glossary.
 
-book/symptoms.md quotes error messages; each quote (a ```text block) is
+book/triage.md quotes error messages; each quote (a ```text block) is
 followed by a MyST comment saying how it is checked, and this test checks
 it that way, so the page cannot drift from the installed torch:
 
@@ -41,7 +41,7 @@ def read(name):
 def quotes():
     """[(lines, kind, argument)] of the symptoms page, in page order."""
     return [([line for line in text.splitlines() if line.strip()], kind, arg)
-            for text, kind, arg in QUOTE.findall(read("symptoms.md"))]
+            for text, kind, arg in QUOTE.findall(read("triage.md"))]
 
 
 def outputs(stem):
@@ -172,7 +172,7 @@ def test_which_checkpoint_error_depends_on_the_cut(tmp_path):
     # The page: cut to between 4 KB and about 68 KB, OSError; shorter
     # (down to 22 bytes) or longer, the central-directory error; under
     # 22 bytes, not a ZIP archive; empty, EOFError.
-    text = read("symptoms.md")
+    text = read("triage.md")
     assert "between 4 KB and about\n68 KB" in text
     path = tmp_path / "file"
     central = "failed finding central directory"
@@ -195,7 +195,7 @@ def test_a_barrier_does_not_match_an_all_reduce_on_gloo(tmp_path):
 
 
 def test_every_quote_says_how_it_is_checked():
-    text = read("symptoms.md")
+    text = read("triage.md")
     assert text.count("```text") == len(quotes()) >= 8
     kinds = {kind for _, kind, _ in quotes()}
     assert kinds == {"output", "live", "absent"}
@@ -252,7 +252,7 @@ def refs(text):
 
 
 @pytest.mark.parametrize("page", ["pitfalls.md", "glossary.md",
-                                  "symptoms.md"])
+                                  "triage.md"])
 def test_links_go_to_sections_that_exist(page):
     text = read(page)
     assert "{doc}" not in text, f"{page} links to a whole chapter"
@@ -274,4 +274,4 @@ def test_every_pitfall_links_to_a_section():
 def test_symptoms_page_comes_right_after_the_introduction():
     from ddpdemo.book.i18n import toc_names
     names = toc_names()
-    assert names[:2] == ["book/intro", "book/symptoms"]
+    assert names[:2] == ["book/intro", "book/triage"]

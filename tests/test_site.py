@@ -310,7 +310,7 @@ def test_search_finds_barrier(visit):
     results = page.locator("#search-results ul.search li a")
     results.first.wait_for()
     hrefs = [a.get_attribute("href") for a in results.all()]
-    assert any("03_barrier" in h for h in hrefs), hrefs
+    assert any("barrier" in h for h in hrefs), hrefs
     assert any("glossary" in h for h in hrefs), hrefs
     assert visit.problems == [], "\n".join(visit.problems)
 
@@ -554,8 +554,8 @@ def test_page_weight_budget(weighed, site):
     found = [p for ps in problems.values() for p in ps]
     assert found == [], "\n".join(found)
     with_figures = {p for p, (_, f, _, _) in table.items() if f}
-    assert {"book/01_all_reduce.html", "book/03_barrier.html",
-            "zh/book/01_all_reduce.html"} <= with_figures
+    assert {"book/all_reduce.html", "book/barrier.html",
+            "zh/book/all_reduce.html"} <= with_figures
     for path, (first, figures, largest, second) in table.items():
         assert figures <= BUDGET, (path, figures)
         assert first <= FIRST_VISIT, _weight_line(path, first, figures,
@@ -638,7 +638,7 @@ def test_an_icon_outside_the_cut_fonts_comes_from_the_full_one(visit):
 def _stored_ring_steps():
     """What chapter 1's ring cell printed: {step label: values by rank}."""
     import json
-    nb = json.loads((ROOT / "book" / "01_all_reduce.ipynb").read_text())
+    nb = json.loads((ROOT / "book" / "all_reduce.ipynb").read_text())
     cell = next(c for c in nb["cells"] if c.get("id") == "dc8f98c7")
     text = "".join("".join(o.get("text", "")) for o in cell["outputs"])
     steps = {}
@@ -651,7 +651,7 @@ def _stored_ring_steps():
 
 
 def test_ring_figure_steps_with_slider_and_play(visit):
-    page = visit.open("book/01_all_reduce.html")
+    page = visit.open("book/all_reduce.html")
     fig = page.locator(FIGURE).filter(has=page.locator("input[type=range]"))
     assert fig.count() == 1
     slider, live = fig.locator("input[type=range]"), fig.locator("[aria-live]")
@@ -719,7 +719,7 @@ def _read_marks(page, fig, expected):
 
 
 def test_barrier_timeline_says_each_ranks_event(visit):
-    page = visit.open("book/03_barrier.html")
+    page = visit.open("book/barrier.html")
     fig = page.locator(FIGURE).filter(has=page.locator("script[data-timings]"))
     assert fig.count() == 1
     read = _read_marks(page, fig, 6)
@@ -733,13 +733,13 @@ def test_barrier_timeline_says_each_ranks_event(visit):
 
 
 def test_ddp_buckets_and_hang_ledger_read_out(visit):
-    page = visit.open("book/07_inside_ddp.html")
+    page = visit.open("book/inside_ddp.html")
     fig = page.locator(FIGURE).filter(has=page.locator("script[data-timings]"))
     read = _read_marks(page, fig, 4)
     assert any(re.fullmatch(r"rank 1, bucket \d+'s all_reduce: from .* ms "
                             r"\(took .* ms\)", line) for line in read), read
     assert any("gradient of" in line for line in read), read
-    page = visit.open("book/05_val_dataloader_deadlock.html")
+    page = visit.open("book/evaluation.html")
     fig = page.locator(FIGURE).filter(has=page.locator("table"))
     read = _read_marks(page, fig, 4)
     assert "rank 1, collective #2: never called; it stopped at #1." in read
@@ -811,7 +811,7 @@ def test_figures_speak_the_pages_language(zh_build, visit):
 def test_chinese_ring_controls(zh_build, visit):
     """Play and Pause, the slider's name and value, the step shown and
     said: in Chinese on the Chinese page, aria-pressed as in English."""
-    page = visit.open("zh/book/01_all_reduce.html")
+    page = visit.open("zh/book/all_reduce.html")
     fig = page.locator(FIGURE).filter(has=page.locator("input[type=range]"))
     play, slider = fig.locator("button"), fig.locator("input[type=range]")
     slider.scroll_into_view_if_needed()
@@ -829,7 +829,7 @@ def test_chinese_ring_controls(zh_build, visit):
     play.press("Enter")
     assert play.inner_text() == "播放"
     assert play.get_attribute("aria-pressed") == "false"
-    english = visit.open("book/01_all_reduce.html")
+    english = visit.open("book/all_reduce.html")
     assert english.locator(f"{FIGURE} button").inner_text() == "Play"
     assert visit.problems == [], "\n".join(visit.problems)
 
@@ -977,7 +977,7 @@ def test_chinese_search_finds_deadlock(zh_build, visit):
     results = page.locator("#search-results ul.search li a")
     results.first.wait_for()
     hrefs = [a.get_attribute("href") for a in results.all()]
-    assert any("05_val_dataloader_deadlock" in h for h in hrefs), hrefs
+    assert any("evaluation" in h for h in hrefs), hrefs
     assert visit.problems == [], "\n".join(visit.problems)
 
 
@@ -1123,8 +1123,8 @@ def test_symptoms_page_links_readme_past_one_machine(build):
     _, html = build
     url = yaml.safe_load((ROOT / "_config.yml").read_text())[
         "repository"]["url"]
-    assert url not in (ROOT / "book" / "symptoms.md").read_text()
-    page = (html / "book" / "symptoms.html").read_text()
+    assert url not in (ROOT / "book" / "triage.md").read_text()
+    page = (html / "book" / "triage.html").read_text()
     assert f'href="{url}#past-one-machine"' in page
 
 
@@ -1142,7 +1142,7 @@ def test_search_finds_the_symptom_page_by_error_text(visit, fragment):
     results = page.locator("#search-results ul.search li a")
     results.first.wait_for()
     hrefs = [a.get_attribute("href") for a in results.all()]
-    assert any("symptoms" in h for h in hrefs), hrefs
+    assert any("triage" in h for h in hrefs), hrefs
     assert visit.problems == [], "\n".join(visit.problems)
 
 

@@ -49,8 +49,8 @@ def test_each_rule_names_page_and_unit(tmp_path):
         "u-host": ("the host blocks", "主机会阻塞"),
         "u-seconds": ("0.2 s late", "晚到 0.2 s"),
         "u-gloss": ("a barrier", "一个屏障"),
-        "u-role": ("{doc}`The live cluster <00_live_cluster>`",
-                   "{doc}`实时集群 <00_live_cluster>`"),
+        "u-role": ("{doc}`The live cluster <live_cluster>`",
+                   "{doc}`实时集群 <live_cluster>`"),
         "u-colon": ("*Cause:* x", "**原因：** x"),
     })
     for key, what in [("u-order", "排序"), ("u-live", "实时"),

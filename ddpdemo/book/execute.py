@@ -1,7 +1,7 @@
 """Re-execute the book's notebooks and store their outputs.
 
     python -m ddpdemo.book.execute                # every notebook in _toc.yml
-    python -m ddpdemo.book.execute book/01_all_reduce.ipynb
+    python -m ddpdemo.book.execute book/all_reduce.ipynb
     python -m ddpdemo.book.execute --backend nccl --check  # GPUs: no storing
 
 The only way stored outputs change: never edit them by hand. Each notebook

@@ -16,7 +16,7 @@ built from the English ones (ddpdemo/book/zh_book.py).
 A translation file (i18n/zh/<page stem>.md) holds, for every unit, the
 English it translates, its hash, and the translation:
 
-    %%% page book/01_all_reduce.ipynb
+    %%% page book/all_reduce.ipynb
     %%% unit 3f2a1b9c en=1a2b3c4d5e6f
     %%% en
     English text

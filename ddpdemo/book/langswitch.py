@@ -2,8 +2,8 @@
 
 A Sphinx extension both books load (_config.yml's extensions; the Chinese
 _config.yml is derived from it). The English site is the root, the Chinese
-one is served under zh/, so the link is relative: from book/03_barrier.html
-it is zh/book/03_barrier.html and back ../book/03_barrier.html one level
+one is served under zh/, so the link is relative: from book/barrier.html
+it is zh/book/barrier.html and back ../book/barrier.html one level
 deeper. It is a plain <a> in the article header (sphinx-book-theme's
 article_header_end slot), reachable with Tab, with lang and hreflang set.
 In the Chinese book it also fills the gaps of the themes' zh_CN catalogues.

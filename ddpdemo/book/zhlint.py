@@ -20,7 +20,7 @@ time: two in one phrase (no punctuation between them) read as a list of
 brackets.
 
     python -m ddpdemo.book.zhlint            # every page; exit 1 on a finding
-    python -m ddpdemo.book.zhlint 06_seeds   # some pages (stems)
+    python -m ddpdemo.book.zhlint seeds   # some pages (stems)
 
 Each finding names the page, the unit and the text around the match.
 """
@@ -93,7 +93,7 @@ def rules(root=ROOT):
     return forbidden, glossed
 
 
-# A role's text is prose ({doc}`现场集群 <00_live_cluster>`), its target is
+# A role's text is prose ({doc}`现场集群 <live_cluster>`), its target is
 # not; a {term} link names its English term, as a gloss does.
 TERM_LINK, TERM_END = "\ue000", "\ue001"
 _ROLE = re.compile(r"\{([\w:-]+)\}`([^`<]*?)\s*(?:<([^>`]*)>)?`")

@@ -1,4 +1,4 @@
-"""The jobs of "Diagnose these" (book/09_diagnose.ipynb): three small
+"""The jobs of "Diagnose these" (book/diagnose.ipynb): three small
 training loops, each with a bug that hangs it on 2 ranks, one function
 each. The page runs them with `cluster.run(job, timeout=3)` and shows
 only what they leave (the stuck ranks' stacks, the Flight Recorder

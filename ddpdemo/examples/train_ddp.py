@@ -1,5 +1,5 @@
 """A complete DDP training script, the one to take to GPUs ("Launching a
-real job", book/00b_launching). On one machine, one process per GPU (or
+real job", book/launching). On one machine, one process per GPU (or
 two on the CPU):
 
     torchrun --standalone --nproc-per-node 2 -m ddpdemo.examples.train_ddp

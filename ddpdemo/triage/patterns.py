@@ -24,16 +24,16 @@ from ..runtime.errors import ranks_text
 # Each pattern's section: (notebook, label); tests/test_explain.py checks
 # every label is a `(label)=` target of that notebook.
 SECTIONS = {
-    "zero-first": ("05_val_dataloader_deadlock", "val-deadlock"),
-    "ddp-forward": ("08_when_ddp_hangs", "ddp-validation-rank0"),
-    "no-partner": ("08_when_ddp_hangs", "uneven-inputs"),
-    "host-waits": ("01_all_reduce", "when-all-reduce-returns"),
-    "rank-only-branch": ("05_val_dataloader_deadlock", "silent-variant"),
-    "dead-rank": ("00c_job_failures", "rank-killed"),
-    "static-rendezvous": ("00c_job_failures", "rendezvous-timeout"),
-    "rendezvous-timeout": ("00c_job_failures", "rendezvous-timeout"),
-    "port-in-use": ("00c_job_failures", "port-in-use"),
-    "client-timeout": ("00c_job_failures", "rendezvous-timeout"),
+    "zero-first": ("evaluation", "val-deadlock"),
+    "ddp-forward": ("when_ddp_hangs", "ddp-validation-rank0"),
+    "no-partner": ("when_ddp_hangs", "uneven-inputs"),
+    "host-waits": ("all_reduce", "when-all-reduce-returns"),
+    "rank-only-branch": ("evaluation", "silent-variant"),
+    "dead-rank": ("job_failures", "rank-killed"),
+    "static-rendezvous": ("job_failures", "rendezvous-timeout"),
+    "rendezvous-timeout": ("job_failures", "rendezvous-timeout"),
+    "port-in-use": ("job_failures", "port-in-use"),
+    "client-timeout": ("job_failures", "rendezvous-timeout"),
 }
 _STDLIB = os.path.dirname(os.__file__)
 # Where the host reads a result (a tensor's value, a stream, a handle).
