@@ -212,9 +212,9 @@ def _checks(body):
 
 def split_checks(source):
     """(the cell's source without its top-level checks, the checks'
-    source) or None when there is nothing to move, the cell is a magic,
-    or moving would change what the cell displays (its last expression
-    would become another one)."""
+    source); ("", source) when the cell is nothing but checks; None when
+    there is nothing to move, the cell is a magic, or moving would change
+    what the cell displays (its last expression would become another)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -224,8 +224,10 @@ def split_checks(source):
     body = tree.body
     moved = _checks(body)
     kept = [s for s in body if s not in moved]
-    if not moved or not kept:
+    if not moved:
         return None
+    if not kept:
+        return "", source    # the whole cell checks: it leaves the page
     last = body[-1]
     if kept[-1] is not last and isinstance(kept[-1], ast.Expr) and not (
             isinstance(kept[-1].value, ast.Call)
@@ -269,6 +271,13 @@ def split_notebook(path):
         if parts is None:
             continue
         n += 1
+        if not parts[0]:          # nothing but checks: remove it whole
+            tags = cell.metadata.setdefault("tags", [])
+            if CHECK_TAG not in tags:
+                tags.append(CHECK_TAG)
+            else:
+                n -= 1
+            continue
         cell.source = parts[0]
         checks = nbformat.v4.new_code_cell(parts[1])
         checks.id = (cell.get("id") or f"cell{len(cells)}") + CHECK_SUFFIX
