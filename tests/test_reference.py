@@ -17,9 +17,9 @@ it that way, so the page cannot drift from the installed torch:
                                  real torchrun's output, and its message,
                                  numbers as {}, is a format string of the
                                  installed torch (its compiled library)
-    % checked: source PATH       every line is in torch's source under
-                                 PATH (whitespace and comment marks
-                                 aside); PATH "torch": any .py of it
+    % checked: source PATHS      every line is in one of torch's Python
+                                 files PATHS (comma-separated; whitespace
+                                 and comment marks aside)
     % checked: absent SOURCE     NCCL-only text, not in the installed CPU
                                  build: the test checks that it is still
                                  absent, so the page's note stays true
@@ -102,23 +102,46 @@ def torch_holds(*phrases):
     return found
 
 
-def torch_contains(phrase):
-    return phrase in torch_holds(phrase)
+def searched(kind, lines):
+    """The phrases of a quote that its check looks for in the installed
+    torch: a message as a format string, or a line's first long run of
+    words (of an NCCL-only line, said to be absent)."""
+    if kind == "format":
+        return [re.sub(r"\d+", "{}", line.split(": ", 1)[1])
+                for line in lines]
+    if kind == "absent":
+        return [re.findall(r"[A-Za-z][A-Za-z ]{20,}[A-Za-z]", line)[0]
+                for line in lines]
+    if kind == "nccl":
+        return [re.findall(r"[A-Za-z][A-Za-z ]{8,}[A-Za-z]", line)[0]
+                for line in lines[1:]]
+    return []
 
 
-def source_text(path):
-    """torch's Python source under path ("torch": all of it), each line
-    without its indent and comment marks, whitespace collapsed."""
+def torch_found():
+    """Which of every quote's searched phrases the installed torch holds:
+    one walk of it for the module (it reads every library)."""
+    if not _FOUND:
+        wanted = [p for lines, kind, _ in quotes()
+                  for p in searched(kind, lines)]
+        _FOUND.append(torch_holds(*wanted))
+    return _FOUND[0]
+
+
+_FOUND = []
+
+
+def source_texts(paths):
+    """torch's Python files at paths (comma-separated, relative to
+    site-packages), each as one string: lines without their indent and
+    comment marks, whitespace collapsed."""
     root = os.path.dirname(TORCH)
-    files = [os.path.join(root, path)]
-    if path == "torch":
-        files = [os.path.join(d, n) for d, _, names in os.walk(TORCH)
-                 for n in names if n.endswith(".py")]
-    text = []
-    for name in files:
-        with open(name, encoding="utf-8", errors="replace") as f:
-            text += [re.sub(r"^\s*#+\s?", "", line) for line in f]
-    return flat(" ".join(text))
+    texts = []
+    for path in paths.split(","):
+        with open(os.path.join(root, path), encoding="utf-8") as f:
+            texts.append(flat(" ".join(re.sub(r"^\s*#+\s?", "", line)
+                                       for line in f)))
+    return texts
 
 
 def load_cut(path, elements, keep):
@@ -133,9 +156,12 @@ def load_cut(path, elements, keep):
     raise AssertionError(f"a checkpoint cut to {keep} bytes loaded")
 
 
-# Two gloo ranks, 2 s group timeout: rank 0 in a barrier, rank 1 in an
-# all_reduce. Each prints the error its collective raised, then raises
-# it again: the process ends on an uncaught error. They run with
+# Two gloo ranks, 2 s group timeout, wrap a model in DDP (its collectives
+# match). Then rank 0 enters a barrier, rank 1 an all_reduce. Each prints
+# the error its collective raised; once both timeouts are past, rank 0
+# loads the wrapper's state_dict into the plain model and the plain one
+# into the wrapper, then strips the prefix as the page says. Each raises
+# its error again: the process ends on an uncaught error. They run with
 # TORCH_FR_DUMP_TEMP_FILE set and write no dump themselves: step 0 says
 # that then none exists, however the hang ends.
 MISMATCH = """
@@ -143,10 +169,13 @@ import sys
 from datetime import timedelta
 import torch
 import torch.distributed as dist
+from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
+from torch.nn.parallel import DistributedDataParallel as DDP
 rank = int(sys.argv[1])
 dist.init_process_group("gloo", init_method="file://" + sys.argv[2],
                         rank=rank, world_size=2,
                         timeout=timedelta(seconds=2))
+wrapped = DDP(torch.nn.Sequential(torch.nn.Linear(2, 2)))
 try:
     if rank == 0:
         dist.barrier()
@@ -160,6 +189,19 @@ except RuntimeError as error:
     # "Connection closed by peer" instead (the page says both).
     import time
     time.sleep(4)
+    if rank == 0:   # local work only, once the timeouts are past
+        state = wrapped.state_dict()
+        plain = torch.nn.Sequential(torch.nn.Linear(2, 2))
+        try:
+            wrapped.load_state_dict(plain.state_dict())
+        except RuntimeError as error:
+            print("into the wrapper:", error)
+        try:
+            plain.load_state_dict(state)
+        except RuntimeError as error:
+            print(f"{type(error).__name__}: {error}")
+        consume_prefix_in_state_dict_if_present(state, "module.")
+        print("stripped:", plain.load_state_dict(state), flush=True)
     raise
 """
 
@@ -170,7 +212,7 @@ def mismatched(tmp_path, tries=5):
     first is a race: its timeout closes the pair, and the other rank may
     then print "Connection closed by peer" instead (the page says so).
     Every run must end in one of those two, never in a matched call.
-    Run once for this module: three tests read it (the dumps found after
+    Run once for this module: four tests read it (the dumps found after
     every run, in _DUMPS)."""
     if _MISMATCHED:
         return _MISMATCHED
@@ -225,7 +267,7 @@ def provoke(kind, tmp_path):
     if kind == "gloo-shapes":
         return "\n".join(shapes_differ(tmp_path))
     if kind == "state-dict":
-        return module_prefix()
+        return module_prefix(tmp_path)
     try:
         if kind == "open":              # a file that is not there
             (tmp_path / "missing").read_text()
@@ -280,41 +322,15 @@ def shapes_differ(tmp_path):
     return outs
 
 
-# A one-rank gloo group: the DDP wrapper's state_dict, loaded into the
-# plain model, then with the prefix stripped as the page says.
-STATE = """
-import torch
-import torch.distributed as dist
-from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present
-from torch.nn.parallel import DistributedDataParallel as DDP
-dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
-wrapped = DDP(torch.nn.Sequential(torch.nn.Linear(2, 2)))
-state = wrapped.state_dict()
-plain = torch.nn.Sequential(torch.nn.Linear(2, 2))
-try:
-    wrapped.load_state_dict(plain.state_dict())
-except RuntimeError as error:
-    print("into the wrapper:", error)
-dist.destroy_process_group()
-try:
-    plain.load_state_dict(state)
-except RuntimeError as error:
-    print(f"{type(error).__name__}: {error}")
-consume_prefix_in_state_dict_if_present(state, "module.")
-print("stripped:", plain.load_state_dict(state))
-"""
-
-
-def module_prefix():
-    done = subprocess.run([sys.executable, "-c", STATE], text=True,
-                          capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "stripped: <All keys matched successfully>" in done.stdout
+def module_prefix(tmp_path):
+    """What rank 0 of MISMATCH printed of the state_dicts it loaded."""
+    out = mismatched(tmp_path)[0]
+    assert "stripped: <All keys matched successfully>" in out
     # The page: into the wrapper, a plain state gives the lists swapped.
-    swapped = done.stdout.split("into the wrapper:")[1]
+    swapped = out.split("into the wrapper:")[1]
     assert 'Missing key(s) in state_dict: "module.0.weight"' in swapped
     assert 'Unexpected key(s) in state_dict: "0.weight"' in swapped
-    return done.stdout
+    return out
 
 
 def torchrun_reports():
@@ -404,25 +420,24 @@ def check_format(lines, log, tmp_path):
         text = f.read()
     for line in lines:
         assert line in text, (line, log)
-        name, message = line.split(": ", 1)
-        module, cls = name.rsplit(".", 1)
+        module, cls = line.split(": ", 1)[0].rsplit(".", 1)
         assert getattr(sys.modules[module], cls)
-        assert torch_contains(re.sub(r"\d+", "{}", message)), message
+    for phrase in searched("format", lines):
+        assert phrase in torch_found(), phrase
 
 
-def check_source(lines, path, tmp_path):
-    text = source_text(path)
+def check_source(lines, paths, tmp_path):
+    texts = source_texts(paths)
     for line in lines:
-        assert flat(line) in text, (line, path)
+        assert any(flat(line) in text for text in texts), (line, paths)
 
 
 def check_absent(lines, path, tmp_path):
     # The page says these lines are not in the installed CPU build.
     assert path.endswith(".cpp") and not any(
         os.path.basename(path) in files for _, _, files in os.walk(TORCH))
-    phrases = [re.findall(r"[A-Za-z][A-Za-z ]{20,}[A-Za-z]", line)[0]
-               for line in lines]
-    assert not torch_holds(*phrases), "in the installed torch now: cite"
+    found = set(searched("absent", lines)) & torch_found()
+    assert not found, f"in the installed torch now, cite: {found}"
     # ... while the class that prints them is declared there.
     header = os.path.join(TORCH, "include", "torch", "csrc",
                           "distributed", "c10d",
@@ -443,9 +458,8 @@ def check_nccl(lines, header, tmp_path):
     assert lines[0].startswith(
         "torch.distributed.DistBackendError: NCCL error in: ")
     assert torch.distributed.DistBackendError
-    phrases = [re.findall(r"[A-Za-z][A-Za-z ]{8,}[A-Za-z]", line)[0]
-               for line in lines[1:]]
-    assert len(phrases) == 3 and not torch_holds(*phrases), phrases
+    phrases = searched("nccl", lines)
+    assert len(phrases) == 3 and not set(phrases) & torch_found(), phrases
 
 
 CHECKS = {"output": check_output, "live": check_live,
