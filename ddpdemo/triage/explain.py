@@ -16,8 +16,8 @@ to that section, and what the evidence cannot tell. It never names a
 pattern the evidence contradicts. An input it cannot read it names and
 leaves out: while a job still hangs, its stacks alone can be read.
 Nothing readable, or dumps of two jobs mixed: one line on stderr, exit
-status 2. The symptom page's step 0 introduces it; chapter 5 shows it
-beside its ledger.
+status 2. The triage page's step 0 introduces it; the evaluation
+chapter shows it beside its ledger.
 
 What a dump can show depends on the backend. gloo writes none itself: a
 dump exists only if the job writes it (ddpdemo.launch does, with
