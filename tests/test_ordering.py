@@ -143,7 +143,7 @@ SLOW_WRITE = 1.0   # s: node 1's writer, long after rank 0 is done
 
 def per_node_cache(directory, fail_rank=None):
     """Two nodes of two ranks played on one 4-rank group, zero first by
-    LOCAL_RANK (rank % 2) into each node's own directory, as chapter 4
+    LOCAL_RANK (rank % 2) into each node's own directory, as chapter 6
     does on node-local storage. Rank 0 writes at once; node 1's writer,
     rank 2, writes SLOW_WRITE s later (or raises, if it is fail_rank).
     Returns whether this rank found its node's file."""
