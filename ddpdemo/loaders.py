@@ -1,6 +1,7 @@
 """A small stand-in for YOLOv5's `create_dataloader`, on made-up data in
-memory (no downloads). Chapter 5 uses it to reproduce the val_dataloader
-deadlock; the torchrun example val_dataloader_deadlock.py too.
+memory (no downloads). Chapter 10 (Evaluation) uses it to reproduce the
+val_dataloader deadlock; the torchrun example val_dataloader_deadlock.py
+too.
 
     train_loader, _ = create_dataloader(rank, n=64)
     if rank in [-1, 0]:

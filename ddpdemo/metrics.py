@@ -1,4 +1,5 @@
-"""Averages and metrics across ranks, done right. Chapter 2, "reduce_mean".
+"""Averages and metrics across ranks, done right. Chapter 4, "reduce_mean",
+and chapter 10, "Evaluation".
 
     loss = reduce_mean(loss)                        # any dtype
     count, total = all_reduce_sum(count, total)     # exact global sums

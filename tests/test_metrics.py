@@ -1,6 +1,6 @@
 """ddpdemo.metrics on a real 2-rank gloo group (reduce_mean, all_reduce_sum)
 and single-process (padding_mask against DistributedSampler itself), and
-chapter 2's script, ddpdemo.examples.reduce_mean_metrics, under torchrun."""
+chapter 4's script, ddpdemo.examples.reduce_mean_metrics, under torchrun."""
 import collections
 
 import pytest

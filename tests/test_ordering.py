@@ -103,6 +103,7 @@ def test_safe_variant_fails_every_rank_at_once(cluster, tmp_path):
     assert info.value.blocked == []
     assert "ConnectionError" in info.value.errors[0]
     assert RankZeroFailed.__name__ in info.value.errors[1]
+    assert "rank 0 failed inside" in info.value.errors[1]
     # Nobody was left in a collective, so the group still works.
     assert cluster.run(marker_order, str(tmp_path))[1] == {"0-left": True}
 
@@ -142,7 +143,7 @@ SLOW_WRITE = 1.0   # s: node 1's writer, long after rank 0 is done
 
 def per_node_cache(directory, fail_rank=None):
     """Two nodes of two ranks played on one 4-rank group, zero first by
-    LOCAL_RANK (rank % 2) into each node's own directory, as chapter 4
+    LOCAL_RANK (rank % 2) into each node's own directory, as chapter 6
     does on node-local storage. Rank 0 writes at once; node 1's writer,
     rank 2, writes SLOW_WRITE s later (or raises, if it is fail_rank).
     Returns whether this rank found its node's file."""
@@ -183,3 +184,24 @@ def test_safe_variant_fails_every_rank_when_another_nodes_writer_fails(
     assert "ConnectionError" in info.value.errors[2]
     for rank in (0, 1, 3):
         assert RankZeroFailed.__name__ in info.value.errors[rank]
+        # Node 1's local rank 0 failed, global rank 2: the message names
+        # it, not "rank 0" (global rank 0 finished its block).
+        assert "rank 2 failed inside" in info.value.errors[rank]
+        assert "rank 0" not in info.value.errors[rank]
+
+
+def test_safe_variant_on_nccl_refuses_a_rank_left_on_gpu_0(monkeypatch):
+    # On NCCL the flags go on the *current* CUDA device. A rank with
+    # LOCAL_RANK 1 that never called torch.cuda.set_device is still on
+    # cuda:0 (with several GPUs): it is told so, before any collective.
+    # Played without GPUs: the calls that ask torch are replaced.
+    import torch
+    import torch.distributed as dist
+    monkeypatch.setattr(dist, "get_backend", lambda *a: "nccl")
+    monkeypatch.setattr(dist, "get_world_size", lambda *a: 2)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with pytest.raises(RuntimeError, match=r"torch\.cuda\.set_device"), \
+            torch_distributed_zero_first_safe(1):
+        pass

@@ -1,5 +1,5 @@
-"""Chapter 2's program as a script: a mean across ranks, and an accuracy
-that counts every sample exactly once.
+"""Chapter 4's program (reduce_mean) as a script: a mean across ranks,
+and an accuracy that counts every sample exactly once.
 
     torchrun --standalone --nproc-per-node 2 \\
         -m ddpdemo.examples.reduce_mean_metrics

@@ -1,4 +1,5 @@
-r"""Chapter 5 as a script: the val_dataloader deadlock, ended in seconds.
+r"""Chapter 10 (Evaluation) as a script: the val_dataloader deadlock,
+ended in seconds.
 
     torchrun --standalone --nproc-per-node 2 \
         -m ddpdemo.examples.val_dataloader_deadlock          # hangs, ends
