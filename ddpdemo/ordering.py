@@ -17,13 +17,16 @@ If rank 0 raises inside the block, its barrier is never reached: while
 rank 0's process lives on (it catches the error, or it is a notebook's
 engine), the others wait in theirs until the group's timeout; once it
 ends (an uncaught exception in a script), gloo fails their barrier at
-once, "Connection closed by peer" (chapter 6).
+once, "Connection closed by peer" (or "reset by peer"; chapter 6).
 `torch_distributed_zero_first_safe` all-reduces every rank 0's outcome
-instead, so the others fail too, at once, whether rank 0's process lives
-on or not, and their error names the global rank that failed. Zero first
-by `LOCAL_RANK` (chapter 6, node-local storage) and there is one rank 0
-per node: each rank waits for all of them. On NCCL its flags live on the
-current CUDA device: call `torch.cuda.set_device(local_rank)` first.
+instead, so the others fail too, at once, and their error names the
+global rank that failed. Shown on gloo, where the all_reduce has
+finished when rank 0 re-raises; on NCCL it is only queued then, and a
+process that ends at once may not deliver it (not run here: no GPUs).
+Zero first by `LOCAL_RANK` (chapter 6, node-local storage) and there is
+one rank 0 per node: each rank waits for all of them. On NCCL its flags
+live on the current CUDA device: call `torch.cuda.set_device(local_rank)`
+first.
 """
 import os
 from contextlib import contextmanager

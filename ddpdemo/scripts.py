@@ -20,6 +20,8 @@ import tempfile
 import threading
 import time
 
+import psutil
+
 from .runtime import processes, waiting
 
 TIMEOUT = 120   # s; a 2-rank script takes ~10 s on a 2-core machine
@@ -52,10 +54,20 @@ def show(done, show_stderr):
 
 def _kill_group(proc):
     """Kill a launcher and every rank it started: killing the launcher
-    alone would leave its ranks running, blocked in a collective. Bounded:
-    processes.Unkillable if the launcher outlives the kill."""
+    alone would leave its ranks running, blocked in a collective. Its
+    process group is not enough either: torchrun starts each rank in a
+    session of its own (start_new_session in torch's subprocess_handler),
+    so the ranks are found as the launcher's descendants, before the kill
+    orphans them. Bounded: processes.Unkillable if the launcher outlives
+    the kill."""
+    try:
+        family = [p.pid for p in
+                  psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        family = []
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    processes.kill(family)
     processes.reap(proc)
 
 

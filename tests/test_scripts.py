@@ -58,6 +58,25 @@ def test_a_script_that_hangs_is_bounded_and_its_children_killed(tmp_path):
     assert not processes.alive(child)
 
 
+def test_a_child_in_a_session_of_its_own_is_killed_too(tmp_path):
+    # torchrun starts every rank with start_new_session=True: killing the
+    # launcher's process group alone left such ranks running.
+    pidfile = tmp_path / "child"
+    code = ("import subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c',"
+            " 'import time; time.sleep(60)'], start_new_session=True)\n"
+            f"open({str(pidfile)!r}, 'w').write(str(child.pid))\n"
+            "time.sleep(60)\n")
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            run_command("python", "-c", code, timeout=3)
+        child = int(pidfile.read_text())
+        assert not processes.alive(child)
+    finally:
+        if pidfile.exists():
+            processes.kill([int(pidfile.read_text())])
+
+
 @pytest.mark.timeout(60)
 def test_a_command_that_outlives_its_kill_is_named_not_waited_for(
         monkeypatch):
