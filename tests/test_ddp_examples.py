@@ -70,7 +70,7 @@ def test_train_ddp_saves_once_and_every_rank_loads_it(torchrun, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     rank0, rank1 = rank_lines(out.stdout, 0), rank_lines(out.stdout, 1)
     for lines in (rank0, rank1):
-        assert lines[3:] == ["loaded checkpoint equals the trained weights: "
+        assert lines[4:] == ["loaded checkpoint equals the trained weights: "
                              "True", "parameters equal on every rank: True"]
     seen = {(r, e): lines[1 + e].split("samples ")[1].split("...")[0]
             for r, lines in enumerate((rank0, rank1)) for e in (0, 1)}
@@ -79,8 +79,10 @@ def test_train_ddp_saves_once_and_every_rank_loads_it(torchrun, tmp_path):
     saved = torch.load(checkpoint, map_location="cpu")
     assert rank1[0] == "RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 on cpu (gloo)"
     assert out.stdout.count("mean loss over ranks") == 2   # rank 0 only
-    assert saved["epoch"] == 2
-    assert set(saved["model"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+    assert saved["epoch"] == 2                    # the next epoch
+    assert set(saved["model"]) == {"0.weight", "0.bias", "3.weight", "3.bias"}
+    assert len(saved["rng"]) == 2                 # each rank's RNG state
+    assert not torch.equal(saved["rng"][0]["torch"], saved["rng"][1]["torch"])
 
 
 def test_train_ddp_refuses_fewer_gpus_than_ranks_per_node():
