@@ -256,8 +256,7 @@ def main():
             open(marker, "w").close()
         total = train_epoch(ddp_model, loader, optimizer, device,
                             die_step if die else None)
-        lines.append(f"epoch {epoch}: samples {list(sampler)[:4]}..., "
-                     f"mean loss {total[0].item() / total[1].item():.3f}")
+        lines.append(f"epoch {epoch}: samples {list(sampler)[:4]}...")
         dist.all_reduce(total)            # every rank's sums, summed
         val_loss, count = evaluate(ddp_model.module, share, device)
         log(f"epoch {epoch}: mean loss over ranks "
