@@ -64,7 +64,8 @@ def test_early_stop_ends_every_rank_together_and_each_sample_counts_once(
         tmp_path):
     # Patience 1 and an improvement of 1000 asked for: epoch 1 cannot
     # improve on epoch 0, so rank 0 stops the job after it. 11 held-out
-    # samples on 2 ranks: 6 and 5, none counted twice.
+    # samples on 2 ranks: 6 and 5, none counted twice. The same run shows
+    # the rest of the job: its shares, its log on rank 0, its checkpoint.
     path = tmp_path / "stop.pt"
     done, = collect(torchrun(*JOB, "--epochs", "5", "--patience", "1",
                              "--min-delta", "1000", "--val-size", "11",
@@ -74,13 +75,33 @@ def test_early_stop_ends_every_rank_together_and_each_sample_counts_once(
     assert "early stop after epoch 1" in out
     assert [ln for ln in out if "stopped after" in ln] == [
         "[rank 0] stopped after epoch 1", "[rank 1] stopped after epoch 1"]
-    assert sum(ln.startswith("epoch ") for ln in out) == 2
-    assert all(ln.endswith(" over 11 samples, lr 0.02")
-               for ln in out if ln.startswith("epoch "))
+    logged = [ln for ln in out if ln.startswith("epoch ")]   # rank 0 only
+    assert len(logged) == 2 and all(
+        " mean loss over ranks " in ln and ln.endswith(
+            " over 11 samples, lr 0.02") for ln in logged)
     assert [ln for ln in out if "held-out" in ln] == [
         "[rank 0] evaluated 6 held-out samples",
         "[rank 1] evaluated 5 held-out samples"]
-    assert torch.load(path, map_location="cpu")["epoch"] == 2
+    rank0, rank1 = rank_lines(out, 0), rank_lines(out, 1)
+    assert rank1[0] == "RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 on cpu (gloo)"
+    for lines in (rank0, rank1):
+        assert lines[-2:] == ["loaded checkpoint equals the trained weights: "
+                              "True", "parameters equal on every rank: True"]
+    seen = {(r, e): lines[1 + e].split("samples ")[1]
+            for r, lines in enumerate((rank0, rank1)) for e in (0, 1)}
+    assert seen[0, 0] != seen[1, 0]          # each rank its own share
+    assert seen[0, 0] != seen[0, 1]          # set_epoch reshuffled
+    saved = torch.load(path, map_location="cpu")
+    assert saved["epoch"] == 2                            # the next epoch
+    assert set(saved["model"]) == {"0.weight", "0.bias", "3.weight",
+                                   "3.bias"}              # no "module."
+    assert len(saved["rng"]) == 2                 # each rank's RNG state
+    assert not torch.equal(saved["rng"][0]["torch"], saved["rng"][1]["torch"])
+
+
+def rank_lines(out, rank):
+    return [line.split("] ", 1)[1] for line in out
+            if line.startswith(f"[rank {rank}] ")]
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
