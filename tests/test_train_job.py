@@ -78,7 +78,7 @@ def test_early_stop_ends_every_rank_together_and_each_sample_counts_once(
     logged = [ln for ln in out if ln.startswith("epoch ")]   # rank 0 only
     assert len(logged) == 2 and all(
         " mean loss over ranks " in ln and ln.endswith(
-            " over 11 samples, lr 0.02") for ln in logged)
+            " (n=11), lr 0.02") for ln in logged)
     assert [ln for ln in out if "held-out" in ln] == [
         "[rank 0] evaluated 6 held-out samples",
         "[rank 1] evaluated 5 held-out samples"]

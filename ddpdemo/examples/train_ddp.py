@@ -261,8 +261,7 @@ def main():
         val_loss, count = evaluate(ddp_model.module, share, device)
         log(f"epoch {epoch}: mean loss over ranks "
             f"{total[0].item() / total[1].item():.3f}, val loss "
-            f"{val_loss:.3f} over {count} samples, "
-            f"lr {scheduler.get_last_lr()[0]:g}")
+            f"{val_loss:.3f} (n={count}), lr {scheduler.get_last_lr()[0]:g}")
         scheduler.step()
         stop = early_stop(state, val_loss, args.patience, args.min_delta,
                           device)
