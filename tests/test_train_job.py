@@ -80,8 +80,7 @@ def test_early_stop_ends_every_rank_together_and_each_sample_counts_once(
         " mean loss over ranks " in ln and ln.endswith(
             " (n=11), lr 0.02") for ln in logged)
     assert [ln for ln in out if "held-out" in ln] == [
-        "[rank 0] evaluated 6 held-out samples",
-        "[rank 1] evaluated 5 held-out samples"]
+        "[rank 0] held-out share: 6", "[rank 1] held-out share: 5"]
     rank0, rank1 = rank_lines(out, 0), rank_lines(out, 1)
     assert rank1[0] == "RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 on cpu (gloo)"
     for lines in (rank0, rank1):

@@ -281,7 +281,7 @@ def main():
     everyone = [None] * world_size
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     dist.all_gather_object(everyone, flat.cpu())
-    lines += [f"evaluated {len(share)} held-out samples",
+    lines += [f"held-out share: {len(share)}",
               f"loaded checkpoint equals the trained weights: {same}",
               "parameters equal on every rank: "
               f"{all(torch.equal(everyone[0], f) for f in everyone)}"]
