@@ -13,7 +13,10 @@ from ddpdemo.scripts import collect
 
 BOUND = 120    # s: four ranks at once import torch on a busy 2-core box
 pytestmark = pytest.mark.timeout(2 * BOUND)
-JOB = ["-m", "ddpdemo.examples.train_ddp"]
+# The group's timeout bounds a hang (a restarted group that never forms):
+# the ranks exit, since torchrun starts them in sessions of their own and
+# collect's kill at its timeout reaches torchrun alone.
+JOB = ["-m", "ddpdemo.examples.train_ddp", "--timeout", "60"]
 
 
 def torchrun(*args):
