@@ -1,4 +1,5 @@
-"""Chapters 7 and 8's scripts under torchrun with 2 ranks, and under the
+"""Chapters 7 and 8's scripts under torchrun with 2 ranks (the running
+job, train_ddp, is run by tests/test_train_job.py), and under the
 classic `python -m torch.distributed.launch` (which passes --local-rank),
 the way tests/test_examples.py runs the others (it also checks that every
 script in ddpdemo.examples has a test: see DDP_EXAMPLES there)."""
@@ -56,31 +57,6 @@ def test_when_ddp_hangs_with_join_ends_with_equal_weights(classic, torchrun):
         "[rank 0] 3 batches", "[rank 1] 2 batches"]
     sums = {line.split("weights sum ")[1] for line in lines}
     assert len(sums) == 1
-
-
-@pytest.mark.timeout(3 * BOUND)
-def test_train_ddp_saves_once_and_every_rank_loads_it(torchrun, tmp_path):
-    # The GPU-ready script (book/launching), here on gloo: NCCL only when
-    # every local rank has a GPU. Bounded more loosely than BOUND: it
-    # trains two epochs on a 2-core machine shared with other jobs.
-    import torch
-    checkpoint = tmp_path / "train_ddp.pt"
-    out = torchrun("-m", "ddpdemo.examples.train_ddp", "--checkpoint",
-                   str(checkpoint), timeout=2 * BOUND)
-    assert out.returncode == 0, out.stderr[-3000:]
-    rank0, rank1 = rank_lines(out.stdout, 0), rank_lines(out.stdout, 1)
-    for lines in (rank0, rank1):
-        assert lines[3:] == ["loaded checkpoint equals the trained weights: "
-                             "True", "parameters equal on every rank: True"]
-    seen = {(r, e): lines[1 + e].split("samples ")[1].split("...")[0]
-            for r, lines in enumerate((rank0, rank1)) for e in (0, 1)}
-    assert seen[0, 0] != seen[1, 0]          # each rank its own share
-    assert seen[0, 0] != seen[0, 1]          # set_epoch reshuffled
-    saved = torch.load(checkpoint, map_location="cpu")
-    assert rank1[0] == "RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 on cpu (gloo)"
-    assert out.stdout.count("mean loss over ranks") == 2   # rank 0 only
-    assert saved["epoch"] == 2
-    assert set(saved["model"]) == {"0.weight", "0.bias", "2.weight", "2.bias"}
 
 
 def test_train_ddp_refuses_fewer_gpus_than_ranks_per_node():

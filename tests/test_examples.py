@@ -18,12 +18,13 @@ TESTED_BESIDE = {"all_reduce_sums": "test_collectives.py",
                  "seeds_mosaic": "test_seeding.py",
                  "node_cache": "test_nodes.py",
                  "hang_patterns": "test_explain.py",
+                 "train_ddp": "test_train_job.py",
                  # not a script: the diagnosis page's jobs, run there
                  "puzzles": "test_diagnose.py"}
 # "When the job itself fails" (book/job_failures.ipynb): run below.
 JOB_FAILURES = {"rank_killed", "rank_raises"}
 # Chapters 7 and 8's scripts, run by tests/test_ddp_examples.py.
-DDP_EXAMPLES = {"inside_ddp", "train_ddp", "when_ddp_hangs"}
+DDP_EXAMPLES = {"inside_ddp", "when_ddp_hangs"}
 BOUND = 60    # s: a 2-rank script takes ~10 s on a 2-core machine
 # What barrier_order prints when rank 0 writes the cache first.
 ORDERED = ["[rank 0] wrote the cache",

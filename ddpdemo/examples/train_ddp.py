@@ -1,41 +1,39 @@
-"""A complete DDP training script, the one to take to GPUs ("Launching a
-real job", book/launching). On one machine, one process per GPU (or
-two on the CPU):
+"""The book's running job, launch to shutdown (book/launching, where it
+starts; book/checkpoint_resume, where it resumes). One process per GPU,
+or two on the CPU; without torchrun, a group of one:
 
     torchrun --standalone --nproc-per-node 2 -m ddpdemo.examples.train_ddp
-
-Without torchrun it is one process, a group of one:
-
     python -m ddpdemo.examples.train_ddp
 
-On two nodes, the checkpoint on storage that both nodes see:
+On two nodes, the checkpoint on storage both see; after a rank fails,
+torchrun restarts every rank (3 times at most) and they resume (the
+variable gives each restart a fresh store: pytorch issue 135712):
 
-    torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d \
-        --rdzv-endpoint HOST:29400 -m ddpdemo.examples.train_ddp \
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nnodes 2 \
+        --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:29400 \
+        --max-restarts 3 -m ddpdemo.examples.train_ddp \
         --checkpoint /shared/train_ddp.pt
 
-NCCL when every local rank has a GPU of its own (rank r of a node on
-cuda:LOCAL_RANK); gloo on the CPU when no GPU is visible, so the same file
-runs in the tests; it refuses to start with some GPUs but fewer than
-ranks per node. The data set is made in code, the same on every rank; each rank
-trains on its share (DistributedSampler, reshuffled every epoch by
-set_epoch); rank 0 saves a checkpoint, the others wait at a barrier, then
-every rank loads it with map_location onto its own device. Progress and
-each rank's lines are printed by rank 0 alone, in rank order.
-`--validate S` has rank 0 work alone for S seconds before saving while
-the others wait at the barrier; `--timeout S` sets the group's timeout
-(the book runs both to show a timeout shorter than that wait).
+NCCL when every local rank has a GPU, gloo when none is visible. Each rank
+trains on its share (DistributedSampler) and evaluates its share of the
+held-out set; rank 0 logs, decides early stopping (--patience) and saves
+every epoch. `--validate S`: rank 0 works alone S s before its first save
+while the others wait (with `--timeout S`, book/launching); `--die-at
+E:S`: rank 1 kills itself once, at epoch E, step S (tests/test_train_job).
 """
 import argparse
 import datetime
 import os
+import random
+import signal
 import tempfile
 import time
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from torch.utils.data import (DataLoader, DistributedSampler, Subset,
+                              TensorDataset)
 
 from ddpdemo.runtime.devices import auto_backend
 
@@ -43,6 +41,7 @@ from ddpdemo.runtime.devices import auto_backend
 # validates, the others wait at a barrier, and a wait past the timeout
 # ends the job (the book shows it on gloo). YOLOv5's train.py uses 3 hours.
 TIMEOUT = datetime.timedelta(seconds=10800)
+SEED = 0
 
 
 def backend_for(gpus, local_world_size):
@@ -77,19 +76,218 @@ def setup(timeout=TIMEOUT):
     return local_rank, device
 
 
-def make_data(n=64, seed=0):
-    """y = x @ w + noise, the same on every rank (one seed): (n, 8), (n, 1)."""
-    g = torch.Generator().manual_seed(seed)
+def make_data(n=64, seed=SEED):
+    """y = x @ w + noise, the same on every rank (one seed): (n, 8), (n, 1).
+    Another seed draws other x and noise for the same w: a held-out set."""
+    w = torch.randn(8, 1, generator=torch.Generator().manual_seed(SEED))
+    g = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(n, 8, generator=g)
-    w = torch.randn(8, 1, generator=g)            # drawn before the noise
-    y = x @ w + 0.1 * torch.randn(n, 1, generator=g)
-    return TensorDataset(x, y)
+    return TensorDataset(x, x @ w + 0.1 * torch.randn(n, 1, generator=g))
 
 
 def make_model():
-    torch.manual_seed(0)       # DDP broadcasts rank 0's weights anyway
+    torch.manual_seed(SEED)    # DDP broadcasts rank 0's weights anyway
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
-                               torch.nn.Linear(16, 1))
+                               torch.nn.Dropout(0.1), torch.nn.Linear(16, 1))
+
+
+def own_share(data, rank, world_size):
+    """This rank's part of the held-out set, each sample on one rank only.
+    DistributedSampler pads the index list to a multiple of world_size
+    by repeating its start; position p of that list is a repeat when p >=
+    len(data), and rank r holds positions r, r + world_size, ..."""
+    sampler = DistributedSampler(data, world_size, rank, shuffle=False)
+    return Subset(data, [i for k, i in enumerate(sampler)
+                         if rank + k * world_size < len(data)])
+
+
+def evaluate(model, share, device):
+    """Mean squared error over the whole held-out set, on every rank
+    (collective): each rank sums over its share, then [sum, count] is
+    all-reduced, so no sample counts twice and no rank waits alone."""
+    model.eval()                  # no dropout; the weights are the same
+    total = torch.zeros(2, dtype=torch.float64, device=device)  # sum, count
+    with torch.no_grad():
+        for x, y in DataLoader(share, batch_size=8):
+            err = (model(x.to(device)) - y.to(device)).pow(2)
+            total += torch.stack([err.sum().double(),
+                                  torch.tensor(len(y), device=device)])
+    model.train()
+    dist.all_reduce(total)
+    return total[0].item() / total[1].item(), int(total[1].item())
+
+
+def rng_state():
+    """This rank's random state: each rank draws its own dropout masks
+    (and would its own augmentations), so each rank's is saved."""
+    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state):
+    # map_location moved the tensors to this rank's device; the setters
+    # take a CPU ByteTensor.
+    torch.set_rng_state(state["torch"].cpu())
+    random.setstate(state["python"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"].cpu())
+
+
+def save_checkpoint(path, ddp_model, optimizer, scheduler, state):
+    """Rank 0 writes everything a resume needs; `state` holds the next
+    epoch and the early-stopping record. Collective: every rank's RNG
+    state is gathered to rank 0, which writes them as one list (one file,
+    one writer; a resume on the same number of ranks takes its entry)."""
+    rngs = [None] * dist.get_world_size() if dist.get_rank() == 0 else None
+    dist.gather_object(rng_state(), rngs, dst=0)
+    if dist.get_rank() == 0:
+        # Written aside, then renamed: a rank killed mid-save leaves the
+        # previous checkpoint whole, never half of this one.
+        torch.save({"model": ddp_model.module.state_dict(),  # no "module."
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(),
+                    "rng": rngs, **state}, path + ".tmp")
+        os.replace(path + ".tmp", path)
+    dist.barrier()              # nobody reads before it is written
+
+
+def resume(path, model, optimizer, scheduler, device, log):
+    """The saved state, loaded on every rank onto its own device
+    (map_location), before DDP wraps the model: DDP copies rank 0's
+    weights to the others when it wraps, never later, and never the
+    optimizer's state. Returns the next epoch and the early-stopping
+    record; a fresh start when there is no checkpoint."""
+    state = {"epoch": 0, "best": float("inf"), "bad_epochs": 0}
+    if not os.path.exists(path):
+        return state
+    saved = torch.load(path, map_location=device)
+    model.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["optimizer"])
+    scheduler.load_state_dict(saved["scheduler"])
+    if len(saved["rng"]) == dist.get_world_size():
+        set_rng_state(saved["rng"][dist.get_rank()])
+    else:                               # another world size: fresh masks
+        log(f"RNG states of {len(saved['rng'])} ranks not restored")
+    # torchrun counts the times it restarted the ranks (0: a fresh job).
+    log(f"resumed from epoch {saved['epoch']} (torchrun restart "
+        f"{os.environ.get('TORCHELASTIC_RESTART_COUNT', 0)})")
+    return {k: saved[k] for k in state}
+
+
+def train_epoch(ddp_model, loader, optimizer, device, die_at_step=None):
+    """One pass over this rank's share; returns [loss sum, batches]."""
+    total = torch.zeros(2, device=device)
+    for step, (x, y) in enumerate(loader):
+        if step == die_at_step:
+            os.kill(os.getpid(), signal.SIGKILL)    # as an OOM kill does
+        loss = torch.nn.functional.mse_loss(ddp_model(x.to(device)),
+                                            y.to(device))
+        optimizer.zero_grad()
+        loss.backward()                   # gradients all-reduced here
+        optimizer.step()
+        total += torch.stack([loss.detach(), torch.ones_like(loss)])
+    return total
+
+
+def early_stop(state, val_loss, patience, min_delta, device):
+    """Rank 0 decides from the reduced validation loss, every rank learns
+    the decision (collective), so all leave the loop together: a rank
+    that broke alone would leave the others waiting in a collective."""
+    stop = torch.zeros(1, device=device)
+    if dist.get_rank() == 0:
+        if val_loss < state["best"] - min_delta:
+            state["best"], state["bad_epochs"] = val_loss, 0
+        else:
+            state["bad_epochs"] += 1
+        stop[0] = 0 < patience <= state["bad_epochs"]
+    dist.broadcast(stop, src=0)
+    return bool(stop.item())
+
+
+def parse_args():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--checkpoint", default=os.path.join(
+        tempfile.gettempdir(), "train_ddp.pt"))
+    parser.add_argument("--timeout", type=float,
+                        default=TIMEOUT.total_seconds())
+    parser.add_argument("--validate", type=float, default=0.0)
+    parser.add_argument("--val-size", type=int, default=16)
+    parser.add_argument("--patience", type=int, default=0)  # 0: never stop
+    parser.add_argument("--min-delta", type=float, default=0.0)
+    parser.add_argument("--die-at", default=None)            # "EPOCH:STEP"
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    local_rank, device = setup(datetime.timedelta(seconds=args.timeout))
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+
+    def log(line):                    # one line per job, not one per rank
+        if rank == 0:
+            print(line, flush=True)
+
+    data = make_data()
+    sampler = DistributedSampler(data, shuffle=True, seed=SEED)
+    loader = DataLoader(data, batch_size=8, sampler=sampler)
+    share = own_share(make_data(args.val_size, seed=1), rank, world_size)
+    model = make_model().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 2, gamma=0.5)
+    torch.manual_seed(SEED + 1 + rank)     # dropout masks: one per rank
+    state = resume(args.checkpoint, model, optimizer, scheduler, device, log)
+    ddp_model = DDP(model, device_ids=[local_rank] if device.type == "cuda"
+                    else None)
+    # --die-at E:S kills rank 1 once: the marker stops a restarted job
+    # from dying again at the same step.
+    die_epoch, die_step = map(int, (args.die_at or "-1:-1").split(":"))
+    marker = args.checkpoint + ".died"
+
+    lines = [f"RANK={rank} LOCAL_RANK={local_rank} "
+             f"WORLD_SIZE={world_size} on {device} ({dist.get_backend()})"]
+    for epoch in range(first := state["epoch"], args.epochs):
+        sampler.set_epoch(epoch)          # else every epoch has one order
+        die = (rank == 1 and epoch == die_epoch
+               and not os.path.exists(marker))
+        if die:
+            open(marker, "w").close()
+        total = train_epoch(ddp_model, loader, optimizer, device,
+                            die_step if die else None)
+        lines.append(f"epoch {epoch}: samples {list(sampler)[:4]}...")
+        dist.all_reduce(total)            # every rank's sums, summed
+        val_loss, count = evaluate(ddp_model.module, share, device)
+        log(f"epoch {epoch}: mean loss over ranks "
+            f"{total[0].item() / total[1].item():.3f}, val loss "
+            f"{val_loss:.3f} (n={count}), lr {scheduler.get_last_lr()[0]:g}")
+        scheduler.step()
+        stop = early_stop(state, val_loss, args.patience, args.min_delta,
+                          device)
+        if rank == 0 and args.validate and epoch == first:
+            log(f"rank 0 validates alone for {args.validate:g} s")
+            time.sleep(args.validate)     # the others wait at the barrier
+        save_checkpoint(args.checkpoint, ddp_model, optimizer, scheduler,
+                        dict(state, epoch=epoch + 1))
+        if stop:
+            log(f"early stop after epoch {epoch}")
+            lines.append(f"stopped after epoch {epoch}")
+            break
+
+    loaded = torch.load(args.checkpoint, map_location=device)
+    same = all(torch.equal(loaded["model"][k], v)
+               for k, v in model.state_dict().items())
+    everyone = [None] * world_size
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    dist.all_gather_object(everyone, flat.cpu())
+    lines += [f"held-out share: {len(share)}",
+              f"loaded checkpoint equals the trained weights: {same}",
+              "parameters equal on every rank: "
+              f"{all(torch.equal(everyone[0], f) for f in everyone)}"]
+    say(*lines)
+    dist.barrier()      # no rank leaves while another still needs the group
+    dist.destroy_process_group()
 
 
 def say(*lines):
@@ -100,68 +298,6 @@ def say(*lines):
         for rank, rank_lines in enumerate(gathered):
             for line in rank_lines:
                 print(f"[rank {rank}] {line}", flush=True)
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--checkpoint", default=os.path.join(
-        tempfile.gettempdir(), "train_ddp.pt"))
-    parser.add_argument("--timeout", type=float,
-                        default=TIMEOUT.total_seconds())
-    parser.add_argument("--validate", type=float, default=0.0)
-    args = parser.parse_args()
-    local_rank, device = setup(datetime.timedelta(seconds=args.timeout))
-    rank = dist.get_rank()
-    master = rank == 0                    # prints progress, saves
-
-    data = make_data()
-    sampler = DistributedSampler(data, shuffle=True, seed=0)  # rank's share
-    loader = DataLoader(data, batch_size=8, sampler=sampler)
-    model = make_model().to(device)
-    ddp_model = DDP(model, device_ids=[local_rank] if device.type == "cuda"
-                    else None)
-    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.05)
-    lines = [f"RANK={rank} LOCAL_RANK={local_rank} "
-             f"WORLD_SIZE={dist.get_world_size()} on {device} "
-             f"({dist.get_backend()})"]
-    for epoch in range(args.epochs):
-        sampler.set_epoch(epoch)          # else every epoch has one order
-        total = 0.0
-        for x, y in loader:
-            x, y = x.to(device), y.to(device)
-            loss = torch.nn.functional.mse_loss(ddp_model(x), y)
-            optimizer.zero_grad()
-            loss.backward()               # gradients all-reduced here
-            optimizer.step()
-            total += loss.item()
-        mean = torch.tensor([total / len(loader)], device=device)
-        dist.all_reduce(mean)             # every rank's mean loss, summed
-        if master:
-            print(f"epoch {epoch}: mean loss over ranks "
-                  f"{mean.item() / dist.get_world_size():.3f}", flush=True)
-        lines.append(f"epoch {epoch}: samples {list(sampler)[:4]}..., "
-                     f"mean loss {total / len(loader):.3f}")
-
-    if master:                            # one writer, on shared storage
-        if args.validate:
-            print(f"rank 0 validates alone for {args.validate:g} s",
-                  flush=True)
-            time.sleep(args.validate)     # the others wait at the barrier
-        torch.save({"model": model.state_dict(), "epoch": args.epochs},
-                   args.checkpoint)
-    dist.barrier()                        # nobody reads before it is written
-    loaded = torch.load(args.checkpoint, map_location=device)
-    same = all(torch.equal(loaded["model"][k], v)
-               for k, v in model.state_dict().items())
-    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
-    everyone = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, flat.cpu())
-    lines += [f"loaded checkpoint equals the trained weights: {same}",
-              "parameters equal on every rank: "
-              f"{all(torch.equal(everyone[0], f) for f in everyone)}"]
-    say(*lines)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,115 @@
+"""The book's running job (ddpdemo/examples/train_ddp.py; book/launching
+and book/checkpoint_resume) under torchrun on gloo: a rank killed mid-epoch
+and restarted by `torchrun --max-restarts` ends with exactly the weights of
+a run never interrupted; early stopping ends every rank at one epoch; the
+held-out set is evaluated once, sample by sample, with uneven shares."""
+import sys
+
+import pytest
+import torch
+
+from ddpdemo.examples.train_ddp import make_data, own_share
+from ddpdemo.scripts import collect
+
+BOUND = 120    # s: four ranks at once import torch on a busy 2-core box
+pytestmark = pytest.mark.timeout(2 * BOUND)
+# The group's timeout bounds a hang (a restarted group that never forms):
+# the ranks exit, since torchrun starts them in sessions of their own and
+# collect's kill at its timeout reaches torchrun alone.
+JOB = ["-m", "ddpdemo.examples.train_ddp", "--timeout", "60"]
+
+
+def torchrun(*args):
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", "2", *args]
+
+
+def test_a_killed_rank_resumes_to_the_uninterrupted_weights(tmp_path,
+                                                           monkeypatch):
+    # torchrun keeps the ranks' store from the first rendezvous for every
+    # restart, so a restarted rank can read the address a dead one left
+    # there and fail to connect (seen here; pytorch issue 135712): the
+    # job's docstring sets this, as the test does.
+    monkeypatch.setenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    # Both jobs at once: the same 2 epochs; in the second, rank 1 is
+    # SIGKILLed at epoch 1, step 1, and torchrun restarts both ranks once.
+    whole, killed = tmp_path / "whole.pt", tmp_path / "killed.pt"
+    plain, restarted = collect(
+        torchrun(*JOB, "--epochs", "2", "--checkpoint", str(whole)),
+        torchrun("--max-restarts", "1", *JOB, "--epochs", "2",
+                 "--checkpoint", str(killed), "--die-at", "1:1"),
+        timeout=BOUND)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+    # torchrun saw rank 1 die of SIGKILL, and the restarted ranks resumed
+    # from the checkpoint of epoch 0 (the next epoch is 1).
+    assert "failed (exitcode: -9) local_rank: 1" in restarted.stderr
+    assert "resumed from epoch 1 (torchrun restart 1)" in \
+        restarted.stdout.splitlines()
+    assert "resumed" not in plain.stdout
+    assert (tmp_path / "killed.pt.died").exists()
+    a = torch.load(whole, map_location="cpu")
+    b = torch.load(killed, map_location="cpu")
+    assert a["epoch"] == b["epoch"] == 2
+    assert a["model"].keys() == b["model"].keys()
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+    momenta = [(a["optimizer"]["state"][i]["momentum_buffer"],
+                b["optimizer"]["state"][i]["momentum_buffer"])
+               for i in a["optimizer"]["state"]]
+    assert len(momenta) == 4 and all(torch.equal(*m) for m in momenta)
+    assert a["scheduler"] == b["scheduler"]
+    assert all(torch.equal(x["torch"], y["torch"])
+               for x, y in zip(a["rng"], b["rng"], strict=True))
+
+
+def test_early_stop_ends_every_rank_together_and_each_sample_counts_once(
+        tmp_path):
+    # Patience 1 and an improvement of 1000 asked for: epoch 1 cannot
+    # improve on epoch 0, so rank 0 stops the job after it. 11 held-out
+    # samples on 2 ranks: 6 and 5, none counted twice. The same run shows
+    # the rest of the job: its shares, its log on rank 0, its checkpoint.
+    path = tmp_path / "stop.pt"
+    done, = collect(torchrun(*JOB, "--epochs", "5", "--patience", "1",
+                             "--min-delta", "1000", "--val-size", "11",
+                             "--checkpoint", str(path)), timeout=BOUND)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout.splitlines()
+    assert "early stop after epoch 1" in out
+    assert [ln for ln in out if "stopped after" in ln] == [
+        "[rank 0] stopped after epoch 1", "[rank 1] stopped after epoch 1"]
+    logged = [ln for ln in out if ln.startswith("epoch ")]   # rank 0 only
+    assert len(logged) == 2 and all(
+        " mean loss over ranks " in ln and ln.endswith(
+            " (n=11), lr 0.02") for ln in logged)
+    assert [ln for ln in out if "held-out" in ln] == [
+        "[rank 0] held-out share: 6", "[rank 1] held-out share: 5"]
+    rank0, rank1 = rank_lines(out, 0), rank_lines(out, 1)
+    assert rank1[0] == "RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 on cpu (gloo)"
+    for lines in (rank0, rank1):
+        assert lines[-2:] == ["loaded checkpoint equals the trained weights: "
+                              "True", "parameters equal on every rank: True"]
+    seen = {(r, e): lines[1 + e].split("samples ")[1]
+            for r, lines in enumerate((rank0, rank1)) for e in (0, 1)}
+    assert seen[0, 0] != seen[1, 0]          # each rank its own share
+    assert seen[0, 0] != seen[0, 1]          # set_epoch reshuffled
+    saved = torch.load(path, map_location="cpu")
+    assert saved["epoch"] == 2                            # the next epoch
+    assert set(saved["model"]) == {"0.weight", "0.bias", "3.weight",
+                                   "3.bias"}              # no "module."
+    assert len(saved["rng"]) == 2                 # each rank's RNG state
+    assert not torch.equal(saved["rng"][0]["torch"], saved["rng"][1]["torch"])
+
+
+def rank_lines(out, rank):
+    return [line.split("] ", 1)[1] for line in out
+            if line.startswith(f"[rank {rank}] ")]
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_each_held_out_sample_is_on_exactly_one_rank(world_size):
+    for n in range(1, 14):
+        data = make_data(n, seed=1)
+        shares = [own_share(data, r, world_size).indices
+                  for r in range(world_size)]
+        assert sorted(i for share in shares for i in share) == list(range(n))
