@@ -6,7 +6,8 @@ or two on the CPU; without torchrun, a group of one:
     python -m ddpdemo.examples.train_ddp
 
 On two nodes, the checkpoint on storage both see; after a rank fails,
-torchrun restarts every rank (3 times at most) and they resume (the
+torchrun restarts every rank (each node's agent 3 times at most) and they
+resume (the
 variable gives each restart a fresh store: pytorch issue 135712):
 
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --nnodes 2 \
@@ -156,9 +157,10 @@ def save_checkpoint(path, ddp_model, optimizer, scheduler, state):
 def resume(path, model, optimizer, scheduler, device, log):
     """The saved state, loaded on every rank onto its own device
     (map_location), before DDP wraps the model: DDP copies rank 0's
-    weights to the others when it wraps, never later, and never the
-    optimizer's state. Returns the next epoch and the early-stopping
-    record; a fresh start when there is no checkpoint."""
+    parameters and buffers to the others when it wraps, after that only
+    the buffers (each forward), and never the optimizer's state. Returns
+    the next epoch and the early-stopping record; a fresh start when
+    there is no checkpoint."""
     state = {"epoch": 0, "best": float("inf"), "bad_epochs": 0}
     if not os.path.exists(path):
         return state
@@ -170,7 +172,8 @@ def resume(path, model, optimizer, scheduler, device, log):
         set_rng_state(saved["rng"][dist.get_rank()])
     else:                               # another world size: fresh masks
         log(f"RNG states of {len(saved['rng'])} ranks not restored")
-    # torchrun counts the times it restarted the ranks (0: a fresh job).
+    # How often this node's agent restarted its ranks after a failure (0:
+    # a fresh start; a count per node, membership changes not counted).
     log(f"resumed from epoch {saved['epoch']} (torchrun restart "
         f"{os.environ.get('TORCHELASTIC_RESTART_COUNT', 0)})")
     return {k: saved[k] for k in state}
@@ -238,6 +241,7 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 2, gamma=0.5)
     torch.manual_seed(SEED + 1 + rank)     # dropout masks: one per rank
+    random.seed(SEED + 1 + rank)           # augmentations would use it
     state = resume(args.checkpoint, model, optimizer, scheduler, device, log)
     ddp_model = DDP(model, device_ids=[local_rank] if device.type == "cuda"
                     else None)
@@ -267,7 +271,7 @@ def main():
                           device)
         if rank == 0 and args.validate and epoch == first:
             log(f"rank 0 validates alone for {args.validate:g} s")
-            time.sleep(args.validate)     # the others wait at the barrier
+            time.sleep(args.validate)     # the others wait in save's gather
         save_checkpoint(args.checkpoint, ddp_model, optimizer, scheduler,
                         dict(state, epoch=epoch + 1))
         if stop:
