@@ -51,11 +51,14 @@ def holds(pid, inodes):
 
 dist.init_process_group("gloo")
 inodes = listening_inodes(int(os.environ["MASTER_PORT"]))
-print(f"rank {dist.get_rank()}: agent store "
-      f"{os.environ['TORCHELASTIC_USE_AGENT_STORE']}, listeners "
-      f"{len(inodes)}, agent holds {holds(os.getppid(), inodes)}, "
-      f"rank holds {holds(os.getpid(), inodes)}", flush=True)
-dist.barrier()
+line = (f"rank {dist.get_rank()}: agent store "
+        f"{os.environ['TORCHELASTIC_USE_AGENT_STORE']}, listeners "
+        f"{len(inodes)}, agent holds {holds(os.getppid(), inodes)}, "
+        f"rank holds {holds(os.getpid(), inodes)}")
+lines = [None] * dist.get_world_size()
+dist.all_gather_object(lines, line)   # printed by rank 0: no interleaving
+if dist.get_rank() == 0:
+    print(*lines, sep="\\n", flush=True)
 dist.destroy_process_group()
 '''
 
@@ -82,7 +85,6 @@ def test_under_torchrun_the_store_server_is_the_agent(tmp_path, rendezvous):
                            str(script)], capture_output=True, text=True,
                           timeout=240, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    lines = sorted(ln for ln in done.stdout.splitlines()
-                   if ln.startswith("rank "))
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("rank ")]
     assert lines == [f"rank {r}: agent store True, listeners 1, agent "
                      "holds True, rank holds False" for r in (0, 1)]
