@@ -79,9 +79,15 @@ VARIABLES = [
         book="quoted: {doc}`evaluation`"),
     Variable(
         "TORCH_FR_DUMP_TEMP_FILE (or TORCH_NCCL_DEBUG_INFO_TEMP_FILE)",
-        "by its name, the file that dump goes to; the wheel names it only "
-        "in its compiled library",
-        NOT_SHIPPED, library="torch/lib/libtorch_cpu.so"),
+        "where that dump goes: a prefix, to which each rank's number is "
+        "appended (`/tmp/fr/rank_` writes `/tmp/fr/rank_0`, "
+        "`/tmp/fr/rank_1`, ...)",
+        NOT_SHIPPED,
+        cite=(("torch/include/torch/csrc/distributed/c10d/FlightRecorder.hpp",
+               "// Write NCCL debug info to local disk",
+               "const std::string& namePrefix,",
+               "filename_ = c10::str(namePrefix, rank);"),),
+        library="torch/lib/libtorch_cpu.so"),
     Variable(
         "TORCH_NCCL_ASYNC_ERROR_HANDLING",
         "NCCL: what happens to the process when a collective fails or "

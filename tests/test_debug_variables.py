@@ -44,3 +44,15 @@ def test_one_rank_group_sets_and_restores_the_debug_level():
         assert dist.get_world_size() == 1
     assert not dist.is_initialized()
     assert dist.get_debug_level() == dist.DebugLevel.OFF
+
+
+def test_the_dump_file_variable_is_a_prefix_with_the_rank_appended(capsys):
+    # Issue 44 item 8: TORCH_FR_DUMP_TEMP_FILE names no file: the writer
+    # appends the rank to it (FlightRecorder.hpp's DebugInfoWriter).
+    temp = next(v for v in VARIABLES
+                if v.name.startswith("TORCH_FR_DUMP_TEMP_FILE"))
+    assert "a prefix" in temp.what and "`/tmp/fr/rank_0`" in temp.what
+    evidence(temp)
+    out = capsys.readouterr().out
+    assert "filename_ = c10::str(namePrefix, rank);" in out
+    assert "names TORCH_FR_DUMP_TEMP_FILE" in out
