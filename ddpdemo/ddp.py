@@ -9,10 +9,10 @@ small models the DDP chapters wrap. Chapters 7 and 8.
 The hook does what DDP's default does (divide by the world size, then
 all_reduce), so training is unchanged; it only writes down what it saw.
 `record_buckets(ddp_model, hook=default_hooks.fp16_compress_hook)` writes
-the bucket down and hands it to one of torch's hooks instead; chapter 7
+the bucket down and hands it to one of torch's hooks instead; chapter 9
 uses that, with `last_collectives`, `shares_storage` and `storage_bytes`,
 for compression and `gradient_as_bucket_view`. `CpuSyncBatchNorm` runs
-torch's own SyncBatchNorm autograd function on the CPU (chapter 8).
+torch's own SyncBatchNorm autograd function on the CPU (chapter 12).
 """
 import functools
 import itertools
@@ -27,7 +27,8 @@ def mlp(widths=(8, 16, 16, 4), seed=None, batchnorm=False, device=None):
     """Linear layers of the given widths with ReLU between them (and a
     BatchNorm1d after the first, if asked): small enough to check by
     hand, deep enough to have several gradient buckets. `seed` fixes the
-    initial weights (None: the generator's current state). Chapter 7."""
+    initial weights (None: the generator's current state). Chapters 8, 9
+    and 12."""
     if seed is not None:
         torch.manual_seed(seed)
     layers = []
@@ -43,7 +44,7 @@ def mlp(widths=(8, 16, 16, 4), seed=None, batchnorm=False, device=None):
 def fingerprint(module):
     """One number per parameter and buffer (its sum), by name: equal
     fingerprints on two ranks mean, for these checks, equal weights.
-    Chapter 7."""
+    Chapter 9."""
     return {name: round(t.detach().double().sum().item(), 6)
             for name, t in list(module.named_parameters())
             + list(module.named_buffers()) if t.is_floating_point()}
@@ -53,7 +54,7 @@ class BucketRecorder:
     """State of the recording hook: the calls so far and the names of the
     parameters, looked up by tensor identity. `iteration` is advanced by
     the caller (`next_iteration()`) so each call says which step it was.
-    Chapter 7."""
+    Chapter 9."""
 
     def __init__(self, module):
         self.names = {id(p): name for name, p in module.named_parameters()}
@@ -74,7 +75,7 @@ def recording_allreduce_hook(state, bucket):
     divide it by the world size and all_reduce it asynchronously, in that
     order, as torch's default `allreduce_hook` does (dividing first keeps
     an fp16 sum from overflowing). Returns the Future DDP waits for.
-    Chapter 7 prints this function as the lesson."""
+    Chapter 9 prints this function as the lesson."""
     call = {"iteration": state.iteration, "index": bucket.index(),
             "bytes": bucket.buffer().numel() * bucket.buffer().element_size(),
             "params": [state.names[id(p)] for p in bucket.parameters()],
@@ -96,7 +97,7 @@ def recording_hook(hook):
     """A comm hook that writes the bucket down, as recording_allreduce_hook
     does, keeps its flat buffer (`state.buffers`), then hands the bucket
     to `hook`, one of torch's (default_hooks.allreduce_hook,
-    fp16_compress_hook, ...), with the default group. Chapter 7
+    fp16_compress_hook, ...), with the default group. Chapter 9
     (compression, gradient_as_bucket_view)."""
     def record_then(state, bucket):
         buffer = bucket.buffer()
@@ -108,7 +109,7 @@ def recording_hook(hook):
         state.buffers.append(buffer)
         return hook(None, bucket)
     # A name of its own: register_comm_hook refuses bf16_compress_hook by
-    # name on builds without CUDA or ROCm; chapter 7 runs it on gloo so.
+    # name on builds without CUDA or ROCm; chapter 9 runs it on gloo so.
     record_then.__name__ = f"recording_{hook.__name__}"
     return record_then
 
@@ -117,7 +118,7 @@ def record_buckets(ddp_model, hook=None):
     """Register the recording hook on a DDP model; returns its recorder.
     With `hook` (one of torch's), the bucket goes to it after being
     written down (see recording_hook). Must be called before the first
-    forward, on every rank. Chapter 7."""
+    forward, on every rank. Chapter 9."""
     recorder = BucketRecorder(ddp_model.module)
     ddp_model.register_comm_hook(recorder, recording_allreduce_hook
                                  if hook is None else recording_hook(hook))
@@ -126,23 +127,23 @@ def record_buckets(ddp_model, hook=None):
 
 def shares_storage(tensor, buffers):
     """Whether `tensor` lives in the memory of one of the flat `buffers`
-    (a view into it, not a copy). Chapter 7 (gradient_as_bucket_view)."""
+    (a view into it, not a copy). Chapter 9 (gradient_as_bucket_view)."""
     ptr = tensor.untyped_storage().data_ptr()
     return any(ptr == b.untyped_storage().data_ptr() for b in buffers)
 
 
 def storage_bytes(tensors):
     """Bytes of memory behind `tensors`, each storage counted once: views
-    of one buffer cost nothing extra. Chapter 7 (gradient_as_bucket_view)."""
+    of one buffer cost nothing extra. Chapter 9 (gradient_as_bucket_view)."""
     storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
                 for t in tensors}
     return sum(storages.values())
 
 
 def last_collectives(n):
-    """This rank's last `n` collectives as its Flight Recorder (chapter 5)
+    """This rank's last `n` collectives as its Flight Recorder (chapter 10)
     saw them: (op, sizes and dtypes), oldest first. What went over the
-    wire, whatever the Python around it did. Chapter 7 (compression)."""
+    wire, whatever the Python around it did. Chapter 9 (compression)."""
     from .runtime.flight import record
     from .runtime.ledger import entries
     return [(e["op"], e["what"])
@@ -152,7 +153,7 @@ def last_collectives(n):
 def grad_ready_times(module):
     """Note when each parameter's gradient is accumulated in backward:
     returns a dict name -> perf_counter time, filled during backward.
-    Chapter 7 (overlap)."""
+    Chapter 9 (overlap)."""
     times = {}
     for name, p in module.named_parameters():
         p.register_post_accumulate_grad_hook(
@@ -161,22 +162,23 @@ def grad_ready_times(module):
 
 
 def weights(module):
-    """Each parameter, detached and on the CPU, by name. Chapter 8."""
+    """Each parameter, detached and on the CPU, by name. Chapters 8 and
+    12."""
     return {name: p.detach().cpu().clone()
             for name, p in module.named_parameters()}
 
 
 def grads(module):
     """Each parameter's gradient, detached and on the CPU, by name.
-    Chapters 7 and 8."""
+    Chapters 8, 9 and 12."""
     return {name: p.grad.detach().cpu().clone()
             for name, p in module.named_parameters() if p.grad is not None}
 
 
 class TwoHeads(nn.Module):
-    """Chapter 8's model with a branch: `a` always, `b` only when asked,
+    """Chapter 12's model with a branch: `a` always, `b` only when asked,
     so a step (or a rank) can leave `b`'s parameters without gradient.
-    Chapter 8."""
+    Chapter 12."""
 
     def __init__(self, n=4, seed=0):
         super().__init__()
@@ -193,7 +195,7 @@ class Swapped(nn.Module):
     """Two Linear(n, n) layers registered as `first`, `second` and run in
     the other order: backward computes `first`'s gradients before
     `second`'s, the reverse of what the registration order predicts.
-    Chapter 7 (buckets are launched in index order)."""
+    tests/test_ddp.py (buckets are launched in index order)."""
 
     def __init__(self, n=64, seed=0):
         super().__init__()
@@ -222,7 +224,7 @@ def count_collectives(fn, *args, prefix="c10d::"):
     return result, dict(sorted(counts.items()))
 
 
-# -- SyncBatchNorm on the CPU (chapter 8) --------------------------------
+# -- SyncBatchNorm on the CPU (chapter 12) --------------------------------
 # nn.SyncBatchNorm refuses CPU input, and five of the kernels its autograd
 # function calls have no CPU implementation in torch. Below, the same
 # arithmetic on the CPU, registered for torch's own function to call: the
@@ -294,7 +296,7 @@ class CpuSyncBatchNorm(nn.BatchNorm1d):
     SyncBatchNorm autograd function (torch.nn.modules._functions), on
     the CPU and the default group: what nn.SyncBatchNorm runs on a GPU,
     minus its device check. Not a subclass of nn.SyncBatchNorm, so DDP
-    wraps it on the CPU. Chapter 8."""
+    wraps it on the CPU. Chapter 12."""
 
     def forward(self, x):
         if not self.training:

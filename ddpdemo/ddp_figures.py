@@ -1,4 +1,4 @@
-"""The figures of chapter 7, drawn from what the recording comm hook
+"""The figures of chapter 9, drawn from what the recording comm hook
 (ddpdemo.ddp) wrote down on the ranks: parameters grouped into gradient
 buckets, and a timeline of backward against the buckets' all_reduce.
 
@@ -13,7 +13,7 @@ def buckets(layouts, title="Parameters in DDP's gradient buckets"):
     all-reduces them, each bucket a list of (parameter name, bytes).
     Parameters are drawn side by side, as wide as their gradients, in
     the bucket's order; the colour says the bucket. Returns the figure.
-    Chapter 7."""
+    Chapter 9."""
     layouts = dict(layouts)
     fig, axes = new_figure(height=1.0 + 0.7 * len(layouts))
     ax = axes[0, 0]
@@ -45,7 +45,7 @@ def overlap(records, title="Backward and the buckets' all_reduce"):
     gradient) and all_reduce (a bar per bucket). Each rank's time starts
     at its own backward start (clocks of different processes are not
     compared); each bucket has a sub-row of its own, bucket 0 on top.
-    Returns the figure. Chapter 7."""
+    Returns the figure. Chapter 9."""
     fig, axes = new_figure(height=1.0 + 1.1 * len(records))
     ax = axes[0, 0]
     labels = []

@@ -1,5 +1,6 @@
-"""Chapter 7's program as a script: what DDP does to weights and
-gradients, and the buckets it all-reduces them in.
+"""Chapter 9's lessons (Inside DDP) as a script, run by
+tests/test_ddp_examples.py: what DDP does to weights and gradients, and
+the buckets it all-reduces them in.
 
     torchrun --standalone --nproc-per-node 2 -m ddpdemo.examples.inside_ddp
 

@@ -1,5 +1,6 @@
-r"""Chapter 8's program as a script: uneven inputs hang DDP's backward;
-Join fixes them.
+r"""Chapter 12's first lesson (When DDP hangs) as a script, run by
+tests/test_ddp_examples.py: uneven inputs hang DDP's backward; Join fixes
+them.
 
     torchrun --standalone --nproc-per-node 2 \
         -m ddpdemo.examples.when_ddp_hangs            # hangs, ends in 5 s
