@@ -53,8 +53,7 @@ VARIABLES = [
                "# In debug mode and if GLOO is available, wrap in a wrapper",
                "if get_debug_level() == DebugLevel.DETAIL:",
                "backend_class = _create_process_group_wrapper(")),
-        book="**live**: below; {doc}`evaluation` "
-             "(Diagnosis 3)"),
+        book="**live**: below; {ref}`debug-detail`"),
     Variable(
         "TORCH_FR_BUFFER_SIZE (or TORCH_NCCL_TRACE_BUFFER_SIZE)",
         "entries in the Flight Recorder's ring buffer of collectives; "
@@ -76,7 +75,7 @@ VARIABLES = [
               "// TORCH_NCCL_ENABLE_MONITORING=1 and "
               "TORCH_NCCL_TRACE_BUFFER_SIZE > 0.",
               '"TORCH_NCCL_DUMP_ON_TIMEOUT"};'),),
-        book="quoted: {doc}`evaluation`"),
+        book="quoted: here; set in {doc}`triage`'s step 0"),
     Variable(
         "TORCH_FR_DUMP_TEMP_FILE (or TORCH_NCCL_DEBUG_INFO_TEMP_FILE)",
         "where that dump goes: a prefix, to which each rank's number is "

@@ -75,8 +75,9 @@ def glossary_says(*phrases):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("rendezvous", ["standalone", "static"])
 def test_under_torchrun_the_store_server_is_the_agent(tmp_path, rendezvous):
-    glossary_says("`TCPStore` (a server: under {term}`torchrun`, in the "
-                  "launcher's agent on the first node, not in rank 0)")
+    glossary_says("`TCPStore` (a server: under {term}`torchrun`, by default "
+                  "in the launcher's agent on the node that hosts the "
+                  "rendezvous, not in rank 0)")
     script = tmp_path / "who.py"
     script.write_text(WHO)
     how = (["--standalone"] if rendezvous == "standalone" else

@@ -265,8 +265,9 @@ def split_notebook(path):
     nb = nbformat.read(str(path), as_version=4)
     cells, n = [], 0
     for cell in nb.cells:
-        parts = (split_checks(cell.source) if cell.cell_type == "code"
-                 else None)
+        hidden = CHECK_TAG in cell.metadata.get("tags", [])
+        parts = (split_checks(cell.source)
+                 if cell.cell_type == "code" and not hidden else None)
         cells.append(cell)
         if parts is None:
             continue

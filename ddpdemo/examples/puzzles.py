@@ -9,7 +9,7 @@ tests/test_diagnose.py checks both, on real gloo ranks.
 No DDP here: its first use imports torch._dynamo, which on a loaded
 2-core machine can outlast a 3 s timeout. `train_step` averages the
 gradients by hand in one all_reduce, as DDP does with one bucket
-(chapter 7).
+(chapter 9).
 """
 import torch
 import torch.distributed as dist
@@ -26,7 +26,7 @@ CLASSES = 4
 FIXES = {
     "a": "put a dist.barrier() before the collective",
     "b": "call the helper on every rank; print on rank 0 only",
-    "c": "give every rank as many batches (chapter 8)",
+    "c": "give every rank as many batches",
     "d": "broadcast rank 0's decision, so that every rank acts on it",
     "e": "raise the group's timeout",
     "f": "make the tensor the same length on every rank",

@@ -1,7 +1,7 @@
 """Reading what a hung or failed job leaves behind: each rank's Flight
 Recorder dump, stack dumps (py-spy's `dump`, or faulthandler's), and
 torchrun's output. The input side of `python -m ddpdemo.explain`
-(ddpdemo.explain), introduced on the book's symptom page, step 0.
+(ddpdemo.explain), introduced on the book's triage page, step 0.
 
 `read(paths)` sorts every file by what it holds, not by its name, with
 one exception: a pickle is unpickled only where its name is a dump's

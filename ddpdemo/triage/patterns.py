@@ -25,7 +25,7 @@ from ..runtime.errors import ranks_text
 # every label is a `(label)=` target of that notebook.
 SECTIONS = {
     "zero-first": ("evaluation", "val-deadlock"),
-    "ddp-forward": ("when_ddp_hangs", "ddp-validation-rank0"),
+    "ddp-forward": ("evaluation", "ddp-validation-rank0"),
     "no-partner": ("when_ddp_hangs", "uneven-inputs"),
     "host-waits": ("all_reduce", "when-all-reduce-returns"),
     "rank-only-branch": ("evaluation", "silent-variant"),
