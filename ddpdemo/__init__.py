@@ -53,7 +53,7 @@ def __getattr__(name):
         return torchrun
     if name in RUNTIME_MODULES:
         # The hang report's modules live with the runtime, which a hang
-        # report needs; chapter 5 reads them by these short names.
+        # report needs; chapter 10 reads them by these short names.
         from .runtime import devices, errors, flight, ledger
         return {"errors": errors, "ledger": ledger, "flight": flight,
                 "devices": devices}[name]

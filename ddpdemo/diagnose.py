@@ -7,7 +7,7 @@ collective number at which the ranks part, and the fix among `FIXES`, and
 away. The stuck ranks and the collective number come from the error
 itself; the fix is the one judgment the error cannot make, so the chapter
 gives it as a digest (`digest("a")`) rather than in clear. Introduced in
-chapter 5's exercises, used again in chapter 8's. A page may bring its
+chapter 10's exercises (Evaluation). A page may bring its
 own list of fixes ("Diagnose these", book/diagnose.ipynb, lists
 ddpdemo.examples.puzzles.FIXES): `Diagnosis(error, fix, fixes)` and
 `show_fixes(fixes)` take it, and its digests stand for a letter and its

@@ -1,6 +1,6 @@
 """`python -m ddpdemo.explain`: the command's short name. The code lives
 in ddpdemo.triage.explain, with the other commands that read a reader's
-job; this module re-exports it (the same functions), so chapter 5's
+job; this module re-exports it (the same functions), so chapter 10's
 `from ddpdemo import explain` and the triage page's command keep one
 name."""
 import sys

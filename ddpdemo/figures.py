@@ -1,6 +1,6 @@
 """One visual style for every figure in the book, and the figures that are
 not tied to one concept: a per-rank timeline (chapters 3 to 5) and what
-each rank holds before and after a collective (chapter 1).
+each rank holds before and after a collective (chapter 3).
 
 Figures are built with `matplotlib.figure.Figure`, not pyplot, so a cell
 that ends with `fig` shows it exactly once, and a notebook's stored text

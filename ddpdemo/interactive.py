@@ -1,10 +1,10 @@
 """Interactive figures for the hosted book: step through the ring, hover a
 timeline, read a ledger, in the browser, with no kernel and no network.
 
-    ring(steps)                    # chapter 1: a slider and a play button
-    timeline(spans, marks=...)     # chapter 3: hover or focus a mark
-    overlap(records)               # chapter 7: buckets over backward
-    ledger(hang.ledger)            # chapter 5: the Flight Recorder's ledger
+    ring(steps)                    # chapter 3: a slider and a play button
+    timeline(spans, marks=...)     # chapter 5: hover or focus a mark
+    overlap(records)               # chapter 9: buckets over backward
+    ledger(hang.ledger)            # chapter 10: the Flight Recorder's ledger
 
 Each returns an `Interactive`: its HTML (what JupyterLab and the built
 page show) is an SVG drawn by a few KB of plain JavaScript

@@ -105,7 +105,7 @@ def settle_flight_recorder(within=2.0):
     """Wait (at most `within` s) until the Flight Recorder has retired
     every collective: the error of a failed gloo collective can reach
     Python before its entry is retired, and a dump taken then shows it
-    pending (a CI run's chapter 5 did). Only where every collective has
+    pending (a CI run's chapter 10 did). Only where every collective has
     ended (returned or raised), as after a caught timeout."""
     if not os.environ.get(DUMP_VAR):
         return

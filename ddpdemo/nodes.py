@@ -1,6 +1,6 @@
 """Nodes: what torchrun tells each rank about where it runs, and several
 nodes played on one machine, without root. "Launching a real job"
-(book/launching: torchrun_nodes) and chapter 4 ("Across nodes":
+(book/launching: torchrun_nodes) and chapter 6 ("Across nodes":
 SimulatedNodes).
 
 `torchrun --nnodes 2 --nproc-per-node 2 --node-rank N ...` starts two

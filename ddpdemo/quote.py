@@ -7,7 +7,7 @@ behaviour fails strict nbval instead of leaving a stale sentence behind.
 
 prints `torch/distributed/run.py:1012: def _get_free_port(...)` and raises
 LookupError if no line of that file holds the text any more. Used from
-chapter 0 on; `show_source` prints a function's installed source.
+chapter 1 on; `show_source` prints a function's installed source.
 
 What a citation checks, and what it cannot: that the quoted text is still
 in the installed torch, not that the sentence it backs is right. So the

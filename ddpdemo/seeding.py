@@ -1,7 +1,7 @@
 """Seeding every random number generator a training script uses, in the
 spirit of YOLOv5's `init_seeds`. Chapter 6 ("Seeds across ranks").
 
-    init_seeds(0)              # every rank the same: the bug of chapter 6
+    init_seeds(0)              # every rank the same: the bug of chapter 7
     init_seeds(1 + rank)       # YOLOv5's fix; later `seed + 1 + RANK`
 
 A script seeds Python's `random`, numpy's global generator and torch's

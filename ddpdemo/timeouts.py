@@ -1,5 +1,5 @@
 """How long torch lets a stuck collective wait by default, read from the
-installed torch and checked against its source (chapter 0).
+installed torch and checked against its source (chapters 1 and 2).
 
     timeouts = default_timeouts()      # prints the values and the lines
     timeouts["gloo"]                   # timedelta(minutes=30)
