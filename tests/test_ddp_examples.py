@@ -1,8 +1,9 @@
-"""Chapters 7 and 8's scripts under torchrun with 2 ranks (the running
-job, train_ddp, is run by tests/test_train_job.py), and under the
-classic `python -m torch.distributed.launch` (which passes --local-rank),
-the way tests/test_examples.py runs the others (it also checks that every
-script in ddpdemo.examples has a test: see DDP_EXAMPLES there)."""
+"""Chapters 9 and 12's scripts under torchrun with 2 ranks (the running
+job, train_ddp, is run by tests/test_train_job.py), the way
+tests/test_examples.py runs the others (it also checks that every script
+in ddpdemo.examples has a test: see DDP_EXAMPLES there). The classic
+launcher, which calls torchrun's own `run`, is tested once, on chapter
+3's script (tests/test_collectives.py)."""
 import pytest
 
 from test_examples import BOUND, launch
@@ -15,9 +16,8 @@ def rank_lines(stdout, rank):
             if line.startswith(f"[rank {rank}] ")]
 
 
-@pytest.mark.parametrize("classic", [False, True], ids=["torchrun", "launch"])
-def test_inside_ddp_broadcasts_weights_and_rebuilds_buckets(classic, torchrun):
-    out, _ = launch(torchrun, "inside_ddp", classic=classic)
+def test_inside_ddp_broadcasts_weights_and_rebuilds_buckets(torchrun):
+    out, _ = launch(torchrun, "inside_ddp")
     assert out.returncode == 0, out.stderr[-3000:]
     rank0, rank1 = rank_lines(out.stdout, 0), rank_lines(out.stdout, 1)
     # Different seeds, different weights: rank 1's change to rank 0's.
@@ -48,9 +48,8 @@ def test_when_ddp_hangs_fails_fast_naming_rank_0_in_backward(torchrun):
     assert "[rank 1] told that rank 0 is stuck; stopping" in lines
 
 
-@pytest.mark.parametrize("classic", [False, True], ids=["torchrun", "launch"])
-def test_when_ddp_hangs_with_join_ends_with_equal_weights(classic, torchrun):
-    out, _ = launch(torchrun, "when_ddp_hangs", "--join", classic=classic)
+def test_when_ddp_hangs_with_join_ends_with_equal_weights(torchrun):
+    out, _ = launch(torchrun, "when_ddp_hangs", "--join")
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
     assert [line.split(",")[0] for line in lines] == [

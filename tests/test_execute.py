@@ -28,9 +28,14 @@ def result(text):
                       execution_count=1)
 
 
-def test_sanitizers_are_the_seven_nbval_uses():
+def test_sanitizers_are_the_nine_nbval_uses():
     rules = execute.sanitizers()
-    assert len(rules) == 7
+    assert len(rules) == 9
+    # torchrun's report: the time and host of each failure, and its rules,
+    # as wide as a line that holds a pid
+    assert execute.sanitize(
+        "time      : 2026-11-29_01:10:03\nhost      : node7\n" + "=" * 57,
+        rules) == "time      : <time>\nhost      : <host>\n==="
     masked = execute.sanitize("took 1.25 s, pid 42, port 7, 3.5 GB/s, "
                               "rank 3", rules)
     assert masked == "took <T> s, pid <PID>, port <PORT>, <BW> GB/s, rank 3"

@@ -174,7 +174,7 @@ def test_without_a_failure_nobody_is_stopped_early():
     assert slow_one.stdout == "done\n"
 
 
-def test_check_repair_says_repaired_only_for_a_fixed_script(tmp_path,
+def test_check_repair_says_not_yet_for_a_broken_script(tmp_path,
                                                            capsys):
     script = tmp_path / "job.py"
     body = ("import os, sys\n"
@@ -192,7 +192,5 @@ def test_check_repair_says_repaired_only_for_a_fixed_script(tmp_path,
     out = capsys.readouterr().out
     assert out.startswith("not yet: exit status 1")
     assert "missing: done on 2 ranks" in out
-    script.write_text(body.format(fault="pass"))
-    assert scripts.check_repair(script, expect=["done on 2 ranks"],
-                                timeout=60)
-    assert capsys.readouterr().out.startswith("repaired: exit status 0")
+    # The repaired path: every chapter's folded solution prints it under
+    # strict nbval (one torchrun run fewer here).
