@@ -174,23 +174,29 @@ def test_without_a_failure_nobody_is_stopped_early():
     assert slow_one.stdout == "done\n"
 
 
-def test_check_repair_says_not_yet_for_a_broken_script(tmp_path,
-                                                           capsys):
-    script = tmp_path / "job.py"
-    body = ("import os, sys\n"
-            "import torch.distributed as dist\n"
-            "dist.init_process_group('gloo')\n"
-            "rank = dist.get_rank()\n"
-            "{fault}\n"
-            "dist.barrier()\n"
-            "if rank == 0:\n"
-            "    print('done on', dist.get_world_size(), 'ranks')\n"
-            "dist.destroy_process_group()\n")
-    script.write_text(body.format(fault="sys.exit(3) if rank == 1 else 0"))
-    assert not scripts.check_repair(script, expect=["done on 2 ranks"],
-                                    timeout=60)
-    out = capsys.readouterr().out
-    assert out.startswith("not yet: exit status 1")
-    assert "missing: done on 2 ranks" in out
-    # The repaired path: every chapter's folded solution prints it under
-    # strict nbval (one torchrun run fewer here).
+def test_check_repair_says_repaired_only_when_every_line_is_there(
+        monkeypatch, capsys):
+    # What check_repair makes of a run (the runs themselves: every
+    # chapter's exercise, broken and repaired, under strict nbval).
+    runs = []
+
+    def fake_collect(argv, timeout):
+        assert argv[1:4] == ["--standalone", "--nproc-per-node", "2"]
+        return [runs.pop(0)]
+
+    monkeypatch.setattr(scripts, "collect", fake_collect)
+    runs.append(subprocess.CompletedProcess([], 1, "epoch 0\n", ""))
+    assert not scripts.check_repair("job.py", expect=["epoch 0", "done"])
+    assert capsys.readouterr().out == ("not yet: exit status 1\n"
+                                       "  missing: done\n")
+    runs.append(subprocess.CompletedProcess([], 0, "epoch 0\ndone\n", ""))
+    assert scripts.check_repair("job.py", expect=["epoch 0", "done"])
+    assert capsys.readouterr().out.startswith("repaired: exit status 0")
+
+    def hangs(argv, timeout):
+        raise subprocess.TimeoutExpired(argv, timeout)
+
+    monkeypatch.setattr(scripts, "collect", hangs)
+    assert not scripts.check_repair("job.py", expect=["done"], timeout=7)
+    assert capsys.readouterr().out.startswith(
+        "not yet: the job still ran after 7 s")

@@ -1,5 +1,5 @@
 """ddpdemo.seeding: init_seeds against single-process references, on a
-real gloo group, and the chapter's torchrun script under both launchers.
+real gloo group, and the chapter's torchrun script.
 Each test is bounded by pytest-timeout."""
 import os
 import pathlib
@@ -109,12 +109,10 @@ def expected_lines():
     return lines
 
 
-@pytest.mark.parametrize("classic, args", [
-    (False, ["-m", "ddpdemo.examples.seeds_mosaic"]),
-    (True, ["ddpdemo/examples/seeds_mosaic.py"]),
-], ids=["torchrun", "distributed.launch"])
-def test_example_script(classic, args, restore_flags, torchrun):
-    run = torchrun(*args, classic=classic)
+# Under torchrun only: the classic launcher, which calls torchrun's own
+# `run`, is tested once, on chapter 3's script (tests/test_collectives.py).
+def test_example_script(restore_flags, torchrun):
+    run = torchrun("-m", "ddpdemo.examples.seeds_mosaic")
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.splitlines() == expected_lines()
     assert run.stdout.count("1.00 of extra picks duplicated") == 1

@@ -1,8 +1,11 @@
 """The book's running job (ddpdemo/examples/train_ddp.py; book/launching
-and book/checkpoint_resume) under torchrun on gloo: a rank killed mid-epoch
-and restarted by `torchrun --max-restarts` ends with exactly the weights of
-a run never interrupted; early stopping ends every rank at one epoch; the
-held-out set is evaluated once, sample by sample, with uneven shares."""
+and book/checkpoint_resume) under torchrun on gloo: early stopping ends
+every rank at one epoch; the held-out set is evaluated once, sample by
+sample, with uneven shares. The restart test (a rank SIGKILLed mid-epoch
+and restarted by `torchrun --max-restarts` ends with exactly the
+uninterrupted run's weights, momentum, scheduler and RNG states) is
+book/checkpoint_resume.ipynb's: its two runs and their hidden checks,
+under strict nbval, so that the suite runs the job twice, not four times."""
 import sys
 
 import pytest
@@ -22,45 +25,6 @@ JOB = ["-m", "ddpdemo.examples.train_ddp", "--timeout", "60"]
 def torchrun(*args):
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
             "--nproc-per-node", "2", *args]
-
-
-def test_a_killed_rank_resumes_to_the_uninterrupted_weights(tmp_path,
-                                                           monkeypatch):
-    # torchrun keeps the ranks' store from the first rendezvous for every
-    # restart, so a restarted rank can read the address a dead one left
-    # there and fail to connect (seen here; pytorch issue 135712): the
-    # job's docstring sets this, as the test does.
-    monkeypatch.setenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
-    # Both jobs at once: the same 2 epochs; in the second, rank 1 is
-    # SIGKILLed at epoch 1, step 1, and torchrun restarts both ranks once.
-    whole, killed = tmp_path / "whole.pt", tmp_path / "killed.pt"
-    plain, restarted = collect(
-        torchrun(*JOB, "--epochs", "2", "--checkpoint", str(whole)),
-        torchrun("--max-restarts", "1", *JOB, "--epochs", "2",
-                 "--checkpoint", str(killed), "--die-at", "1:1"),
-        timeout=BOUND)
-    assert plain.returncode == 0, plain.stderr[-3000:]
-    assert restarted.returncode == 0, restarted.stderr[-3000:]
-    # torchrun saw rank 1 die of SIGKILL, and the restarted ranks resumed
-    # from the checkpoint of epoch 0 (the next epoch is 1).
-    assert "failed (exitcode: -9) local_rank: 1" in restarted.stderr
-    assert "resumed from epoch 1 (torchrun restart 1)" in \
-        restarted.stdout.splitlines()
-    assert "resumed" not in plain.stdout
-    assert (tmp_path / "killed.pt.died").exists()
-    a = torch.load(whole, map_location="cpu")
-    b = torch.load(killed, map_location="cpu")
-    assert a["epoch"] == b["epoch"] == 2
-    assert a["model"].keys() == b["model"].keys()
-    for k in a["model"]:
-        assert torch.equal(a["model"][k], b["model"][k]), k
-    momenta = [(a["optimizer"]["state"][i]["momentum_buffer"],
-                b["optimizer"]["state"][i]["momentum_buffer"])
-               for i in a["optimizer"]["state"]]
-    assert len(momenta) == 4 and all(torch.equal(*m) for m in momenta)
-    assert a["scheduler"] == b["scheduler"]
-    assert all(torch.equal(x["torch"], y["torch"])
-               for x, y in zip(a["rng"], b["rng"], strict=True))
 
 
 def test_early_stop_ends_every_rank_together_and_each_sample_counts_once(
