@@ -35,10 +35,12 @@ os.environ.setdefault("ATEN_CPU_CAPABILITY", "default")
 # (tests/hosts.py): never two of these files at once.
 MACHINE_WIDE = ("tests/test_multihost.py", "tests/test_slurm.py",
                 "tests/test_mpi.py")
-# The longest file goes first: one worker takes it while the others run
+# The longest files go first: a worker takes each while the others run
 # the rest (tests/test_site.py builds both editions and drives a browser
-# through every page: about a fifth of the suite one after another).
-FIRST = ("tests/test_site.py",)
+# through every page: about a fifth of the suite one after another;
+# tests/test_explain.py's jobs hang and are read for about four minutes,
+# and started last they set the suite's end).
+FIRST = ("tests/test_site.py", "tests/test_explain.py")
 
 
 def _file(nodeid):
