@@ -224,6 +224,21 @@ _MISMATCHED = []
 _DUMPS = []
 
 
+def _two_ranks(code, store, env=None, stderr=subprocess.PIPE):
+    """Run `code` as ranks 0 and 1 (argv: rank, store path), bounded:
+    (the processes, what each printed on stdout), rank 0 first."""
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(rank), store],
+                              env=env, stdout=subprocess.PIPE,
+                              stderr=stderr, text=True)
+             for rank in range(2)]
+    try:
+        outs = [proc.communicate(timeout=120)[0] for proc in procs]
+    finally:
+        for proc in procs:
+            proc.kill()
+    return procs, outs
+
+
 def _mismatched(tmp_path, tries):
     seen = []
     for attempt in range(tries):
@@ -231,16 +246,7 @@ def _mismatched(tmp_path, tries):
         dumps = tmp_path / f"fr-{attempt}"
         dumps.mkdir()
         env = dict(os.environ, TORCH_FR_DUMP_TEMP_FILE=str(dumps / "rank_"))
-        procs = [subprocess.Popen([sys.executable, "-c", MISMATCH,
-                                   str(rank), store], env=env,
-                                  stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-                 for rank in range(2)]
-        try:
-            outs = [proc.communicate(timeout=120)[0] for proc in procs]
-        finally:
-            for proc in procs:
-                proc.kill()
+        procs, outs = _two_ranks(MISMATCH, store, env=env)
         assert [proc.returncode for proc in procs] == [1, 1], outs
         _DUMPS.extend(os.listdir(dumps))
         for out in outs:
@@ -305,16 +311,8 @@ def shapes_differ(tmp_path):
     """What each rank of SHAPES printed (stderr too), rank 0 first: the
     rank with fewer boxes aborts; the other returns with rank 0's boxes
     garbled, or fails with the aborted rank's connection."""
-    procs = [subprocess.Popen([sys.executable, "-c", SHAPES, str(rank),
-                               str(tmp_path / "shapes-store")],
-                              stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-             for rank in range(2)]
-    try:
-        outs = [proc.communicate(timeout=120)[0] for proc in procs]
-    finally:
-        for proc in procs:
-            proc.kill()
+    procs, outs = _two_ranks(SHAPES, str(tmp_path / "shapes-store"),
+                             stderr=subprocess.STDOUT)
     assert procs[0].returncode == -signal.SIGABRT, outs
     assert ("returned; rank 0's boxes intact: False" in outs[1]
             or "Connection reset by peer" in outs[1]
