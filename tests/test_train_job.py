@@ -13,6 +13,7 @@ import torch
 
 from ddpdemo.examples.train_ddp import make_data, own_share
 from ddpdemo.scripts import collect
+from test_ddp_examples import rank_lines
 
 BOUND = 120    # s: four ranks at once import torch on a busy 2-core box
 pytestmark = pytest.mark.timeout(2 * BOUND)
@@ -48,7 +49,7 @@ def test_early_stop_ends_every_rank_together_and_each_sample_counts_once(
             " (n=11), lr 0.02") for ln in logged)
     assert [ln for ln in out if "held-out" in ln] == [
         "[rank 0] held-out share: 6", "[rank 1] held-out share: 5"]
-    rank0, rank1 = rank_lines(out, 0), rank_lines(out, 1)
+    rank0, rank1 = (rank_lines(done.stdout, r) for r in (0, 1))
     assert rank1[0] == "RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 on cpu (gloo)"
     for lines in (rank0, rank1):
         assert lines[-2:] == ["loaded checkpoint equals the trained weights: "
@@ -63,11 +64,6 @@ def test_early_stop_ends_every_rank_together_and_each_sample_counts_once(
                                    "3.bias"}              # no "module."
     assert len(saved["rng"]) == 2                 # each rank's RNG state
     assert not torch.equal(saved["rng"][0]["torch"], saved["rng"][1]["torch"])
-
-
-def rank_lines(out, rank):
-    return [line.split("] ", 1)[1] for line in out
-            if line.startswith(f"[rank {rank}] ")]
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])
