@@ -78,8 +78,8 @@ def test_what_the_lint_leaves_alone(tmp_path):
         "u-head": ("# Barrier\n\nA {term}`barrier`",
                    "# 屏障\n\n一个{term}`屏障 <barrier>`，"
                    "**原因**：{ref}`launcher`"),
-        "u-ok": ("rendezvous on a port; a barrier, then a barrier",
-                 "在端口上汇合（rendezvous，`MASTER_PORT`）；屏障（barrier），"
+        "u-ok": ("a barrier on a group, then a barrier",
+                 "在进程组上放一个屏障（barrier，`dist.barrier`），"
                  "然后又一个屏障。主机端和机器。已安装的 torch。"),
     }) == []
 
@@ -87,11 +87,12 @@ def test_what_the_lint_leaves_alone(tmp_path):
 def test_issue_36_rules_each_fire(tmp_path):
     """One word per idea (issue 36): each rule fails its bad sample."""
     cases = {
-        "u-live": ("live on real ranks", "在真实运行的 rank 上", "现场"),
-        "u-demo": ("chapter 3 shows it live", "第 3 章实际演示了", "现场"),
+        "u-live": ("live on real ranks", "在现场的 rank 上", "真实运行"),
+        "u-demo": ("chapter 3 shows it live", "第 3 章现场演示了",
+                   "真实运行"),
         # prose after a quoted output's check line is prose again
         "u-after": ("% checked: output x\n\nlive", "% checked: output x\n\n"
-                    "在真实运行的 rank 上", "现场"),
+                    "在现场的 rank 上", "真实运行"),
         "u-stream": ("orders the CUDA stream", "只给 CUDA stream 排定顺序",
                      "CUDA 流"),
         "u-gpustream": ("the GPU's stream", "GPU 的 stream", "CUDA 流"),
@@ -112,8 +113,8 @@ def test_issue_36_rules_each_fire(tmp_path):
         "u-heading-en": ("## The Flight Recorder",
                          "## 解读：Flight Recorder（飞行记录器）",
                          "a gloss in a heading"),
-        "u-pair": ("the rendezvous endpoint",
-                   "汇合（rendezvous）端点（endpoint）",
+        "u-pair": ("the chunk size",
+                   "分块（chunk）大小（size）",
                    "two glosses in one phrase"),
     }
     units = {k: (en, zh) for k, (en, zh, _) in cases.items()}
@@ -145,3 +146,62 @@ def test_issue_36_rules_leave_code_quotes_and_their_exceptions(tmp_path):
                     "记录表（ledger）：Flight Recorder（飞行记录器）记下的"),
         "u-later": ("the ledger again", "又读了一遍记录表"),
     }) == []
+
+
+def test_issue_49_terms_and_typesetting_each_fire(tmp_path):
+    """The words issue 49 retired, and its typesetting rules, each fail a
+    sample, in prose, in a folded evidence line and in a figure caption
+    (both are units of the page, "<cell>:fold" and "<cell>:caption")."""
+    cases = {
+        "u-rdzv": ("the rendezvous", "各节点汇合之后", "rendezvous"),
+        "u-live": ("the live cluster", "现场集群", "notebook 集群"),
+        "u-frozen": ("a frozen notebook", "notebook 僵死", "失去响应"),
+        "u-launch": ("the classic launcher", "经典启动器", "旧版启动器"),
+        "u-retire": ("retired", "已退役的记录", "完成"),
+        "u-tree": ("out-of-tree", "树外后端", "第三方"),
+        "u-stats": ("running statistics", "BatchNorm 的运行统计量",
+                    "滑动统计量"),
+        "c1:fold": ("exits with 1", "rank 1 以 1 退出", "退出码"),
+        "c2:caption": ("its exit status", "它的状态码", "退出码"),
+        "u-loop": ("on loopback", "只监听 loopback", "回环"),
+        "u-loader": ("the loader", "验证集的 loader", "DataLoader"),
+        "c3:fold": ("a bucket", "每个 bucket 一次", "桶"),
+        "u-never": ("a node never comes", "节点一直不来", "始终没有加入"),
+        "u-quote": ("the “rank 0”", "所谓“ rank 0 ”", "quotation"),
+        "u-space": ("in the docstring", "在docstring里", "a space"),
+        "u-code-space": ("`x` here", "这里的`x`值", "a space"),
+        "u-colons": ("Cause: x: y", "原因：它等待：永远", "two colons"),
+    }
+    found = _lint(tmp_path, {k: (en, zh) for k, (en, zh, _) in
+                             cases.items()})
+    for key, (_, _, what) in cases.items():
+        hits = [f for f in found
+                if f.startswith(f"book/99_made_up.ipynb {key}:")]
+        assert hits and all(what in h for h in hits), (key, found)
+
+
+def test_issue_49_rules_leave_the_decided_words_alone(tmp_path):
+    assert _lint(tmp_path, {
+        "u-ok": ("rendezvous; loopback; a bucket; exit status 1",
+                 "rendezvous 超时；只监听回环地址；一个桶（bucket）；"
+                 "以退出码 1 退出；`val_loader` 和验证集 DataLoader；"
+                 "所谓“rank 0”，在 docstring 里，`x` 的值。"
+                 "原因：它等待。修复：传入 `rank=-1`。"),
+        # code blocks keep whatever they print
+        "u-code": ("output", "```text\nloader bucket 汇合 现场\n```"),
+    }) == []
+
+
+def test_the_figures_script_is_linted(tmp_path):
+    """The Chinese strings of the interactive figures' script are held to
+    the same rules; a bad one is named by its line."""
+    _lint(tmp_path, {})
+    script = tmp_path / zhlint.FIGURES
+    script.parent.mkdir(parents=True)
+    script.write_text('var T = {\n  "work (sleep)": "工作（sleep）",\n'
+                      '  "ok": "开始",\n'
+                      '  "legend": "描边：甲；粗体：乙",\n};\n')
+    found = zhlint.check(root=tmp_path)
+    assert [f.split(":")[0] for f in found] == ["zhfigures.js line 2",
+                                                "zhfigures.js line 4"]
+    assert "睡眠" in found[0] and "two colons" in found[1]

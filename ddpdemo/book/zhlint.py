@@ -43,7 +43,18 @@ TYPESETTING = [
     (r'"', 'straight ASCII quotes in Chinese prose: use “…”'),
     (r"(?<![\d.])\d{1,3}(?: \d{3})+(?![\d.])",
      "a number's digits go together, as a port's do: 65504, not 65 504"),
+    # issue 49: quotation marks hug what they quote
+    ("[“\u2018]\\s|\\s[”\u2019]",
+     "a space inside Chinese quotation marks: “…”"),
 ]
+# Issue 49: Chinese and Latin text (words, digits, code) are set apart by
+# a space, 在 docstring 里, never 在docstring里. Checked on the prose with
+# each code span standing in as one Latin word, so `x` counts as Latin.
+CJK = "\u4e00-\u9fff"
+SPACING = re.compile(f"[{CJK}][A-Za-z0-9]|[A-Za-z0-9][{CJK}]")
+# A sentence ends at 。！？, a line's end or a table cell's edge; two
+# colons inside one read as a chain (issue 49: 原因：…：…).
+SENTENCE = re.compile(r"[。！？!?\n|]")
 # A gloss: a Chinese term with its English in parentheses, 损失（loss）,
 # 汇合（rendezvous，…）; or an English name with its Chinese,
 # Flight Recorder（飞行记录器）. Group 1 or 2 is the English it glosses.
@@ -112,6 +123,22 @@ def prose(zh):
     return _NOT_PROSE.sub(" ", _ROLE.sub(_role_text, zh))
 
 
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
+
+
+def _spacing(zh):
+    """Places where Chinese touches Latin text or code with no space."""
+    text = _INLINE_CODE.sub("C", _ROLE.sub(_role_text, zh))
+    text = _NOT_PROSE.sub(" ", text)
+    return [_excerpt(text, m.start(), m.end())
+            for m in SPACING.finditer(text)]
+
+
+def _colons(text):
+    """Sentences of the prose with more than one full-width colon."""
+    return [s.strip() for s in SENTENCE.split(text) if s.count("：") > 1]
+
+
 def _body(text):
     """Text without its heading lines: a gloss belongs in the prose, not in
     a title the navigation repeats."""
@@ -148,6 +175,14 @@ def _glosses(page, key, text, glossed_here):
     return found
 
 
+def _typesetting(where, zh, text):
+    """Spacing and colon findings of one unit (zh, and its prose text)."""
+    return ([f"{where}: Chinese and Latin text need a space between them: "
+             f"…{w}…" for w in _spacing(zh)]
+            + [f"{where}: two colons in one sentence: split it: {s[:60]}"
+               for s in _colons(text)])
+
+
 def check_file(path, forbidden, glossed):
     """Findings ("page unit: message: …excerpt…") of one translation file."""
     page, entries = read(path)
@@ -162,6 +197,7 @@ def check_file(path, forbidden, glossed):
             for m in re.finditer(rx, text):
                 found.append(f"{page} {key}: {message}: "
                              f"…{_excerpt(text, m.start(), m.end())}…")
+        found += _typesetting(f"{page} {key}", zh, text)
         body = _body(text)
         for term, first in ([] if page in GLOSS_EXEMPT else glossed):
             at = body.find(term)
@@ -177,6 +213,34 @@ def check_file(path, forbidden, glossed):
     return found
 
 
+# The interactive figures' Chinese (titles, legends, step names) lives in
+# the script that translates them on the Chinese pages (issue 27); it is
+# held to the same words and typesetting as the pages (issue 49).
+FIGURES = Path("ddpdemo") / "book" / "static" / "zhfigures.js"
+_JS_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+
+
+def check_figures(forbidden, root=ROOT):
+    """Findings in the Chinese strings of the figures' script."""
+    path = Path(root) / FIGURES
+    if not path.exists():
+        return []
+    found = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        for m in _JS_STRING.finditer(line):
+            zh = m.group(1)
+            if not re.search(f"[{CJK}]", zh):
+                continue
+            text = prose(zh)
+            where = f"{FIGURES.name} line {n}"
+            for rx, message, unless in forbidden:
+                if not (unless and re.search(unless, line, re.I)):
+                    found += [f"{where}: {message}: …{zh}…"
+                              for _ in re.finditer(rx, text)]
+            found += _typesetting(where, zh, text)
+    return found
+
+
 def check(root=ROOT, stems=None):
     forbidden, glossed = rules(root)
     found = []
@@ -184,6 +248,8 @@ def check(root=ROOT, stems=None):
         if path.name == TERMS or (stems and path.stem not in stems):
             continue
         found += check_file(path, forbidden, glossed)
+    if not stems:
+        found += check_figures(forbidden, root)
     return found
 
 

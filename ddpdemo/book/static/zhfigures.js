@@ -31,7 +31,7 @@
     "step of the ring": "环形 all-reduce 的步骤",
     ["outlined: the chunk a rank sends; bold: the chunk it just received; " +
       "filled: holds the final sum"]:
-      "描边：rank 发出的分块；粗体：刚收到的分块；填色：已是完整的和",
+      "描边是 rank 发出的分块，粗体是刚收到的分块，填色是已经完整的和",
     "no chunk holds the final sum yet": "还没有分块持有完整的和",
     "seconds": "秒",
     "milliseconds": "毫秒",
@@ -54,7 +54,7 @@
       "Flight Recorder 记录表（ledger），逐个 rank",
     // chapter 3's figure
     "dist.barrier(), rank by rank": "dist.barrier()，逐个 rank",
-    "work (sleep)": "工作（sleep）",
+    "work (sleep)": "工作（睡眠）",
     "in dist.barrier()": "在 dist.barrier() 中",
     "left": "离开"
   };
