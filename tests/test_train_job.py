@@ -37,7 +37,8 @@ def test_early_stop_ends_every_rank_together_and_each_sample_counts_once(
     path = tmp_path / "stop.pt"
     done, = collect(torchrun(*JOB, "--epochs", "5", "--patience", "1",
                              "--min-delta", "1000", "--val-size", "11",
-                             "--checkpoint", str(path)), timeout=BOUND)
+                             "--mix", "0.25", "--checkpoint", str(path)),
+                    timeout=BOUND)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout.splitlines()
     assert "early stop after epoch 1" in out
@@ -54,10 +55,14 @@ def test_early_stop_ends_every_rank_together_and_each_sample_counts_once(
     for lines in (rank0, rank1):
         assert lines[-2:] == ["loaded checkpoint equals the trained weights: "
                               "True", "parameters equal on every rank: True"]
-    seen = {(r, e): lines[1 + e].split("samples ")[1]
+    seen = {(r, e): lines[1 + e].split("samples ")[1].split(",")[0:4]
             for r, lines in enumerate((rank0, rank1)) for e in (0, 1)}
     assert seen[0, 0] != seen[1, 0]          # each rank its own share
     assert seen[0, 0] != seen[0, 1]          # set_epoch reshuffled
+    # a seed per rank: each rank blends in samples of its own choosing
+    mixes = [lines[1].split(", first mix ")[1] for lines in (rank0, rank1)]
+    assert mixes[0] != mixes[1], mixes
+    assert (tmp_path / "stop.pt.val11").exists()    # rank 0's cache
     saved = torch.load(path, map_location="cpu")
     assert saved["epoch"] == 2                            # the next epoch
     assert set(saved["model"]) == {"0.weight", "0.bias", "3.weight",

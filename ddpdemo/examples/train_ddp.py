@@ -17,10 +17,13 @@ variable gives each restart a fresh store: pytorch issue 135712):
 
 NCCL when every local rank has a GPU, gloo when none is visible. Each rank
 trains on its share (DistributedSampler) and evaluates its share of the
-held-out set; rank 0 logs, decides early stopping (--patience) and saves
-every epoch. `--validate S`: rank 0 works alone S s before its first save
-while the others wait (with `--timeout S`, book/launching); `--die-at
-E:S`: rank 1 kills itself once, at epoch E, step S (tests/test_train_job).
+held-out set, which rank 0 writes to a cache first (book/evaluation
+breaks it); rank 0 logs, decides early stopping (--patience,
+book/when_ddp_hangs) and saves every epoch. `--mix W` blends each batch with
+three samples picked at random, one seed per rank (book/seeds).
+`--validate S`: rank 0 works alone S s before its first save while the
+others wait (with `--timeout S`, book/launching); `--die-at E:S`: rank 1
+kills itself once, at epoch E, step S (tests/test_train_job).
 """
 import argparse
 import datetime
@@ -36,6 +39,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import (DataLoader, DistributedSampler, Subset,
                               TensorDataset)
 
+from ddpdemo.ordering import torch_distributed_zero_first_safe
 from ddpdemo.runtime.devices import auto_backend
 
 # Bounds every collective. Hours, not seconds: while rank 0 saves or
@@ -86,6 +90,35 @@ def make_data(n=64, seed=SEED):
     return TensorDataset(x, x @ w + 0.1 * torch.randn(n, 1, generator=g))
 
 
+def held_out(path, n, local_rank):
+    """The held-out set, from a cache that local rank 0 writes while the
+    other ranks of its node wait (book/rank_zero_first), as a download
+    would be; `local_rank` -1 when not distributed. Every rank must call
+    it: rank 0 alone would wait for the others (book/evaluation)."""
+    with torch_distributed_zero_first_safe(local_rank):
+        if not os.path.exists(path):           # local rank 0, or alone
+            torch.save(make_data(n, seed=1).tensors, path + ".tmp")
+            os.replace(path + ".tmp", path)    # never read half-written
+        return TensorDataset(*torch.load(path))
+
+
+def seed_rank(rank):
+    """One seed per rank for the rank's own draws, dropout masks (torch)
+    and augmentation picks (random): with one seed everywhere every rank
+    would pick the same samples (book/seeds). The sampler keeps its own
+    shared seed."""
+    torch.manual_seed(SEED + 1 + rank)
+    random.seed(SEED + 1 + rank)
+
+
+def mix_extras(x, pool, weight):
+    """Mosaic's idea on this data: blend the batch with three samples of
+    `pool` picked at random. Returns the batch and the picks."""
+    picks = random.sample(range(len(pool)), 3)
+    extras = pool.tensors[0][picks].mean(0)
+    return (1 - weight) * x + weight * extras, picks
+
+
 def make_model():
     torch.manual_seed(SEED)    # DDP broadcasts rank 0's weights anyway
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
@@ -120,7 +153,7 @@ def evaluate(model, share, device):
 
 def rng_state():
     """This rank's random state: each rank draws its own dropout masks
-    (and would its own augmentations), so each rank's is saved."""
+    and augmentation picks, so each rank's is saved."""
     state = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state()
@@ -179,25 +212,31 @@ def resume(path, model, optimizer, scheduler, device, log):
     return {k: saved[k] for k in state}
 
 
-def train_epoch(ddp_model, loader, optimizer, device, die_at_step=None):
-    """One pass over this rank's share; returns [loss sum, batches]."""
-    total = torch.zeros(2, device=device)
+def train_epoch(ddp_model, loader, optimizer, device, die_at_step=None,
+                mix=0.0):
+    """One pass over this rank's share; returns [loss sum, batches] and
+    the first step's augmentation picks (None without --mix)."""
+    total, first_picks = torch.zeros(2, device=device), None
     for step, (x, y) in enumerate(loader):
         if step == die_at_step:
             os.kill(os.getpid(), signal.SIGKILL)    # as an OOM kill does
+        if mix:
+            x, picks = mix_extras(x, loader.dataset, mix)
+            first_picks = first_picks or picks
         loss = torch.nn.functional.mse_loss(ddp_model(x.to(device)),
                                             y.to(device))
         optimizer.zero_grad()
         loss.backward()                   # gradients all-reduced here
         optimizer.step()
         total += torch.stack([loss.detach(), torch.ones_like(loss)])
-    return total
+    return total, first_picks
 
 
 def early_stop(state, val_loss, patience, min_delta, device):
     """Rank 0 decides from the reduced validation loss, every rank learns
     the decision (collective), so all leave the loop together: a rank
-    that broke alone would leave the others waiting in a collective."""
+    that broke alone would leave the others waiting in a collective
+    (book/when_ddp_hangs breaks it)."""
     stop = torch.zeros(1, device=device)
     if dist.get_rank() == 0:
         if val_loss < state["best"] - min_delta:
@@ -218,6 +257,7 @@ def parse_args():
                         default=TIMEOUT.total_seconds())
     parser.add_argument("--validate", type=float, default=0.0)
     parser.add_argument("--val-size", type=int, default=16)
+    parser.add_argument("--mix", type=float, default=0.0)  # 0: no blending
     parser.add_argument("--patience", type=int, default=0)  # 0: never stop
     parser.add_argument("--min-delta", type=float, default=0.0)
     parser.add_argument("--die-at", default=None)            # "EPOCH:STEP"
@@ -236,12 +276,13 @@ def main():
     data = make_data()
     sampler = DistributedSampler(data, shuffle=True, seed=SEED)
     loader = DataLoader(data, batch_size=8, sampler=sampler)
-    share = own_share(make_data(args.val_size, seed=1), rank, world_size)
+    cache = f"{args.checkpoint}.val{args.val_size}"  # on storage it shares
+    share = own_share(held_out(cache, args.val_size, local_rank), rank,
+                      world_size)
     model = make_model().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 2, gamma=0.5)
-    torch.manual_seed(SEED + 1 + rank)     # dropout masks: one per rank
-    random.seed(SEED + 1 + rank)           # augmentations would use it
+    seed_rank(rank)                      # after the model: same weights
     state = resume(args.checkpoint, model, optimizer, scheduler, device, log)
     ddp_model = DDP(model, device_ids=[local_rank] if device.type == "cuda"
                     else None)
@@ -258,9 +299,10 @@ def main():
                and not os.path.exists(marker))
         if die:
             open(marker, "w").close()
-        total = train_epoch(ddp_model, loader, optimizer, device,
-                            die_step if die else None)
-        lines.append(f"epoch {epoch}: samples {list(sampler)[:4]}...")
+        total, picks = train_epoch(ddp_model, loader, optimizer, device,
+                                   die_step if die else None, args.mix)
+        lines.append(f"epoch {epoch}: samples {list(sampler)[:4]}..."
+                     + (f", first mix {picks}" if picks else ""))
         dist.all_reduce(total)            # every rank's sums, summed
         val_loss, count = evaluate(ddp_model.module, share, device)
         log(f"epoch {epoch}: mean loss over ranks "
