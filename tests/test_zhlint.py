@@ -171,6 +171,10 @@ def test_issue_49_terms_and_typesetting_each_fire(tmp_path):
         "u-space": ("in the docstring", "在docstring里", "a space"),
         "u-code-space": ("`x` here", "这里的`x`值", "a space"),
         "u-colons": ("Cause: x: y", "原因：它等待：永远", "two colons"),
+        # CommonMark leaves these asterisks as typed
+        "u-bold-end": ("**It leaves.** Then", "**离开它。**然后", "bold"),
+        "u-bold-quote": ("he said **“yes”**", "他说**“好”**了", "bold"),
+        "u-bold-code": ("see **`x`** here", "看**`x`**后面", "bold"),
     }
     found = _lint(tmp_path, {k: (en, zh) for k, (en, zh, _) in
                              cases.items()})
@@ -189,7 +193,27 @@ def test_issue_49_rules_leave_the_decided_words_alone(tmp_path):
                  "原因：它等待。修复：传入 `rank=-1`。"),
         # code blocks keep whatever they print
         "u-code": ("output", "```text\nloader bucket 汇合 现场\n```"),
+        # a quote may open with code; a {term} link's target is a key;
+        # 出不来 is not a node that never joins; bold that renders
+        "u-quote-code": ("“`AVG` divides”", "“`AVG` 会相除”"),
+        "u-term": ("each bucket", "每个{term}`桶 <bucket>`都"),
+        "u-come": ("cannot get out", "消息出不来，**原因**：见下。"
+                   "离开它。**本章**讲，看 **`x`** 后面，他说“**好**”了"),
     }) == []
+
+
+def test_the_glossarys_english_term_lines_are_not_prose(tmp_path):
+    """A glossary entry starts with its English term (as the English
+    edition's does); the banned words apply to the rest of it."""
+    (tmp_path / "i18n" / "zh").mkdir(parents=True)
+    shutil.copy(ROOT / "i18n" / "zh" / zhlint.TERMS,
+                tmp_path / "i18n" / "zh" / zhlint.TERMS)
+    (tmp_path / "i18n" / "zh" / "glossary.md").write_text(
+        "%%% page book/glossary.md\n\n"
+        "%%% unit term-bucket en=000000000000\n%%% en\nbucket\n: a buffer\n"
+        "%%% zh\nbucket\n桶（bucket）\n  一块缓冲区，每个 bucket 一次\n")
+    found = zhlint.check(root=tmp_path)
+    assert len(found) == 1 and "缓冲区，每个 bucket 一次" in found[0], found
 
 
 def test_the_figures_script_is_linted(tmp_path):

@@ -25,7 +25,9 @@ brackets.
 Each finding names the page, the unit and the text around the match.
 """
 import re
+import string
 import sys
+import unicodedata
 from pathlib import Path
 
 from .i18n import LANG, ROOT, read
@@ -43,9 +45,6 @@ TYPESETTING = [
     (r'"', 'straight ASCII quotes in Chinese prose: use “…”'),
     (r"(?<![\d.])\d{1,3}(?: \d{3})+(?![\d.])",
      "a number's digits go together, as a port's do: 65504, not 65 504"),
-    # issue 49: quotation marks hug what they quote
-    ("[“\u2018]\\s|\\s[”\u2019]",
-     "a space inside Chinese quotation marks: “…”"),
 ]
 # Issue 49: Chinese and Latin text (words, digits, code) are set apart by
 # a space, 在 docstring 里, never 在docstring里. Checked on the prose with
@@ -55,6 +54,12 @@ SPACING = re.compile(f"[{CJK}][A-Za-z0-9]|[A-Za-z0-9][{CJK}]")
 # A sentence ends at 。！？, a line's end or a table cell's edge; two
 # colons inside one read as a chain (issue 49: 原因：…：…).
 SENTENCE = re.compile(r"[。！？!?\n|]")
+# Quotation marks hug what they quote: “rank 0”, never “ rank 0 ”.
+QUOTE_SPACE = re.compile("[“\u2018][ \t]|[ \t][”\u2019]")
+# Bold that CommonMark does not close (issue 49): a `**` next to
+# punctuation inside the bold and a letter outside it, 。**本章, or
+# 说**“好”**了, is no delimiter, and the asterisks show as typed.
+BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
 # A gloss: a Chinese term with its English in parentheses, 损失（loss）,
 # 汇合（rendezvous，…）; or an English name with its Chinese,
 # Flight Recorder（飞行记录器）. Group 1 or 2 is the English it glosses.
@@ -126,12 +131,38 @@ def prose(zh):
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
 
 
+def _with_code_as_words(zh):
+    """The prose with each code span standing in as one Latin word, C."""
+    return _NOT_PROSE.sub(" ", _INLINE_CODE.sub("C", _ROLE.sub(_role_text,
+                                                               zh)))
+
+
 def _spacing(zh):
-    """Places where Chinese touches Latin text or code with no space."""
-    text = _INLINE_CODE.sub("C", _ROLE.sub(_role_text, zh))
-    text = _NOT_PROSE.sub(" ", text)
+    """Places where Chinese touches Latin text or code with no space, and
+    spaces inside quotation marks."""
+    text = _with_code_as_words(zh)
     return [_excerpt(text, m.start(), m.end())
-            for m in SPACING.finditer(text)]
+            for rx in (SPACING, QUOTE_SPACE) for m in rx.finditer(text)]
+
+
+def _punct(char):
+    """CommonMark's punctuation: ASCII's (the backtick a code span ends
+    with among it) and Unicode's P and S categories."""
+    return char in string.punctuation or unicodedata.category(char)[0] in "PS"
+
+
+def _bold(zh):
+    """Bold spans CommonMark would leave as asterisks."""
+    text = _NOT_PROSE.sub(" ", re.sub(r"`[^`\n]+`", "`", zh))
+    found = []
+    for m in BOLD.finditer(text):
+        inner, end = m.group(1), m.end()
+        before = text[m.start() - 1] if m.start() else " "
+        after = text[end] if end < len(text) else " "
+        if (_punct(inner[-1]) and after.isalnum()) or (
+                _punct(inner[0]) and before.isalnum()):
+            found.append(_excerpt(text, m.start(), end))
+    return found
 
 
 def _colons(text):
@@ -177,10 +208,38 @@ def _glosses(page, key, text, glossed_here):
 
 def _typesetting(where, zh, text):
     """Spacing and colon findings of one unit (zh, and its prose text)."""
-    return ([f"{where}: Chinese and Latin text need a space between them: "
-             f"…{w}…" for w in _spacing(zh)]
+    return ([f"{where}: a space missing between Chinese and Latin text, "
+             f"or one inside quotation marks: …{w}…" for w in _spacing(zh)]
+            + [f"{where}: bold that does not render (punctuation inside "
+               f"the **, a letter outside): add a space or move the "
+               f"punctuation out: …{w}…" for w in _bold(zh)]
             + [f"{where}: two colons in one sentence: split it: {s[:60]}"
                for s in _colons(text)])
+
+
+# The glossary's entries begin with the English term on a line of its own,
+# as in the English edition (tests/test_glossary compares them).
+GLOSSARY = "book/glossary.md"
+_TERM_TARGET = re.compile(f"{TERM_LINK}[^{TERM_END}]*{TERM_END}")
+
+
+def _words(page, text):
+    """The prose the banned words are looked for in: without a {term}
+    link's target (an English key, {term}`桶 <bucket>`) and, in the
+    glossary, without the English term an entry starts with."""
+    text = _TERM_TARGET.sub(" ", text)
+    return text.split("\n", 1)[-1] if page == GLOSSARY else text
+
+
+def _banned(where, en, text, forbidden):
+    found = []
+    for rx, message, unless in forbidden:
+        if unless and re.search(unless, en, re.I):
+            continue
+        found += [f"{where}: {message}: "
+                  f"…{_excerpt(text, m.start(), m.end())}…"
+                  for m in re.finditer(rx, text)]
+    return found
 
 
 def check_file(path, forbidden, glossed):
@@ -191,12 +250,7 @@ def check_file(path, forbidden, glossed):
         text = prose(zh)
         if page not in GLOSS_EXEMPT:
             found += _glosses(page, key, text, glossed_here)
-        for rx, message, unless in forbidden:
-            if unless and re.search(unless, en, re.I):
-                continue
-            for m in re.finditer(rx, text):
-                found.append(f"{page} {key}: {message}: "
-                             f"…{_excerpt(text, m.start(), m.end())}…")
+        found += _banned(f"{page} {key}", en, _words(page, text), forbidden)
         found += _typesetting(f"{page} {key}", zh, text)
         body = _body(text)
         for term, first in ([] if page in GLOSS_EXEMPT else glossed):
