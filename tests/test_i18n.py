@@ -515,3 +515,23 @@ def test_a_markdown_outputs_rows_are_units_kept_in_step(book):
     found = [i18n.describe(*p, book) for p in i18n.problems(book)]
     assert found == ["book/01_barrier.ipynb: Markdown output's row 'b' of "
                      "cell 1 (id code1) changed since it was translated"]
+
+
+def test_the_intros_chapter_list_names_each_chapter_by_its_title():
+    """Issue 49: the intro's numbered chapter list reads each chapter's
+    own title (a subtitle after a colon may be left out), in both
+    editions, so a reader finds the chapter the list names."""
+    _, units = i18n.read(i18n.translation_file("book/intro.md"))
+    (_, en, zh), = [u for k, u in units.items() if "chapters" in k]
+    for lang, text in (("en", en), ("zh", zh)):
+        items = re.findall(r"^\d+\. \{doc\}`([^<`]+?)\s*<(\w+)>`", text,
+                           re.M)
+        assert len(items) >= 14, (lang, items)
+        for name, stem in items:
+            _, page = i18n.read(i18n.translation_file(f"book/{stem}.md"))
+            first = next(iter(page.values()))
+            title = re.search(r"^# (?:\d+\. )?(.+)$",
+                              first[1] if lang == "en" else first[2],
+                              re.M).group(1).strip()
+            assert title == name or title.startswith(
+                (f"{name}: ", f"{name}：")), (lang, stem, name, title)
