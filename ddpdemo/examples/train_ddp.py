@@ -324,13 +324,14 @@ def main():
     loaded = torch.load(args.checkpoint, map_location=device)
     same = all(torch.equal(loaded["model"][k], v)
                for k, v in model.state_dict().items())
-    everyone = [None] * world_size
+    everyone = [None] * world_size    # (weights, share, same) per rank
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
-    dist.all_gather_object(everyone, flat.cpu())
-    lines += [f"held-out share: {len(share)}",
-              f"loaded checkpoint equals the trained weights: {same}",
-              "parameters equal on every rank: "
-              f"{all(torch.equal(everyone[0], f) for f in everyone)}"]
+    dist.all_gather_object(everyone, (flat.cpu(), len(share), same))
+    log(f"held-out shares per rank: {[n for _, n, _ in everyone]}")
+    log("checkpoint loaded equals the trained weights on every rank: "
+        f"{all(s for _, _, s in everyone)}")
+    log("parameters equal on every rank: "
+        f"{all(torch.equal(everyone[0][0], f) for f, _, _ in everyone)}")
     say(*lines)
     dist.barrier()      # no rank leaves while another still needs the group
     dist.destroy_process_group()
