@@ -90,15 +90,19 @@ def make_data(n=64, seed=SEED):
     return TensorDataset(x, x @ w + 0.1 * torch.randn(n, 1, generator=g))
 
 
-def held_out(path, n, local_rank):
-    """The held-out set, from a cache that local rank 0 writes while the
-    other ranks of its node wait (book/rank_zero_first), as a download
-    would be; `local_rank` -1 when not distributed. Every rank must call
-    it: rank 0 alone would wait for the others (book/evaluation)."""
-    with torch_distributed_zero_first_safe(local_rank):
-        if not os.path.exists(path):           # local rank 0, or alone
-            torch.save(make_data(n, seed=1).tensors, path + ".tmp")
-            os.replace(path + ".tmp", path)    # never read half-written
+def held_out(path, n, rank):
+    """The held-out set, from a cache that rank 0 writes while the other
+    ranks wait (book/rank_zero_first), as a download would be; `rank` -1
+    when not distributed. The cache sits beside the checkpoint, on
+    storage every node sees, so the global rank decides (one writer; by
+    LOCAL_RANK each node's rank 0 would write the same file). Every rank
+    must call it: rank 0 alone would wait for the others (book/
+    evaluation)."""
+    with torch_distributed_zero_first_safe(rank):
+        if not os.path.exists(path):           # rank 0, or alone
+            tmp = f"{path}.{os.getpid()}.tmp"
+            torch.save(make_data(n, seed=1).tensors, tmp)
+            os.replace(tmp, path)              # never read half-written
         return TensorDataset(*torch.load(path))
 
 
@@ -277,8 +281,7 @@ def main():
     sampler = DistributedSampler(data, shuffle=True, seed=SEED)
     loader = DataLoader(data, batch_size=8, sampler=sampler)
     cache = f"{args.checkpoint}.val{args.val_size}"  # on storage it shares
-    share = own_share(held_out(cache, args.val_size, local_rank), rank,
-                      world_size)
+    share = own_share(held_out(cache, args.val_size, rank), rank, world_size)
     model = make_model().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 2, gamma=0.5)
