@@ -68,6 +68,15 @@ def test_early_stop_ends_every_rank_together_and_each_sample_counts_once(
                                    "3.bias"}              # no "module."
     assert len(saved["rng"]) == 2                 # each rank's RNG state
     assert not torch.equal(saved["rng"][0]["torch"], saved["rng"][1]["torch"])
+    assert saved["stopped"]
+    # An early stop is final: run again on the checkpoint, nothing trains.
+    again, = collect(torchrun(*JOB, "--epochs", "5", "--checkpoint",
+                              str(path)), timeout=BOUND)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resumed from epoch 2" in again.stdout
+    assert " mean loss over ranks " not in again.stdout
+    assert torch.equal(torch.load(path)["model"]["0.weight"],
+                       saved["model"]["0.weight"])
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4])

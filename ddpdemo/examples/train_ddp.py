@@ -99,7 +99,7 @@ def held_out(path, n, rank):
     must call it: rank 0 alone would wait for the others (book/
     evaluation)."""
     with torch_distributed_zero_first_safe(rank):
-        if not os.path.exists(path):           # rank 0, or alone
+        if not os.path.exists(path):   # rank 0; any rank that lacks it
             tmp = f"{path}.{os.getpid()}.tmp"
             torch.save(make_data(n, seed=1).tensors, tmp)
             os.replace(tmp, path)              # never read half-written
@@ -196,9 +196,11 @@ def resume(path, model, optimizer, scheduler, device, log):
     (map_location), before DDP wraps the model: DDP copies rank 0's
     parameters and buffers to the others when it wraps, after that only
     the buffers (each forward), and never the optimizer's state. Returns
-    the next epoch and the early-stopping record; a fresh start when
-    there is no checkpoint."""
-    state = {"epoch": 0, "best": float("inf"), "bad_epochs": 0}
+    the next epoch and the early-stopping record (an early stop is final:
+    a resumed run does not train on); a fresh start when there is no
+    checkpoint."""
+    state = {"epoch": 0, "best": float("inf"), "bad_epochs": 0,
+             "stopped": False}
     if not os.path.exists(path):
         return state
     saved = torch.load(path, map_location=device)
@@ -207,13 +209,13 @@ def resume(path, model, optimizer, scheduler, device, log):
     scheduler.load_state_dict(saved["scheduler"])
     if len(saved["rng"]) == dist.get_world_size():
         set_rng_state(saved["rng"][dist.get_rank()])
-    else:                               # another world size: fresh masks
+    else:             # another world size: seed_rank's draws, afresh
         log(f"RNG states of {len(saved['rng'])} ranks not restored")
     # How often this node's agent restarted its ranks after a failure (0:
     # a fresh start; a count per node, membership changes not counted).
     log(f"resumed from epoch {saved['epoch']} (torchrun restart "
         f"{os.environ.get('TORCHELASTIC_RESTART_COUNT', 0)})")
-    return {k: saved[k] for k in state}
+    return {k: saved.get(k, v) for k, v in state.items()}
 
 
 def train_epoch(ddp_model, loader, optimizer, device, die_at_step=None,
@@ -296,7 +298,8 @@ def main():
 
     lines = [f"RANK={rank} LOCAL_RANK={local_rank} "
              f"WORLD_SIZE={world_size} on {device} ({dist.get_backend()})"]
-    for epoch in range(first := state["epoch"], args.epochs):
+    last = state["epoch"] if state["stopped"] else args.epochs
+    for epoch in range(first := state["epoch"], last):
         sampler.set_epoch(epoch)          # else every epoch has one order
         die = (rank == 1 and epoch == die_epoch
                and not os.path.exists(marker))
@@ -318,15 +321,17 @@ def main():
             log(f"rank 0 validates alone for {args.validate:g} s")
             time.sleep(args.validate)     # the others wait in save's gather
         save_checkpoint(args.checkpoint, ddp_model, optimizer, scheduler,
-                        dict(state, epoch=epoch + 1))
+                        dict(state, epoch=epoch + 1, stopped=stop))
         if stop:
             log(f"early stop after epoch {epoch}")
             lines.append(f"stopped after epoch {epoch}")
             break
 
-    loaded = torch.load(args.checkpoint, map_location=device)
-    same = all(torch.equal(loaded["model"][k], v)
-               for k, v in model.state_dict().items())
+    same = os.path.exists(args.checkpoint)     # none after --epochs 0
+    if same:
+        loaded = torch.load(args.checkpoint, map_location=device)
+        same = all(torch.equal(loaded["model"][k], v)
+                   for k, v in model.state_dict().items())
     everyone = [None] * world_size    # (weights, share, same) per rank
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     dist.all_gather_object(everyone, (flat.cpu(), len(share), same))
