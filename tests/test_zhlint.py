@@ -25,16 +25,17 @@ def test_command_exit_status():
     assert "passes" in run.stdout
 
 
-def _lint(tmp_path, units):
+def _lint(tmp_path, units, page="book/99_made_up.ipynb"):
     """Findings for one made-up page whose units are {key: (en, zh)}."""
     (tmp_path / "i18n" / "zh").mkdir(parents=True)
     shutil.copy(ROOT / "i18n" / "zh" / zhlint.TERMS,
                 tmp_path / "i18n" / "zh" / zhlint.TERMS)
-    text = ["%%% page book/99_made_up.ipynb", ""]
+    text = [f"%%% page {page}", ""]
     for key, (en, zh) in units.items():
         text += [f"%%% unit {key} en=000000000000", "%%% en", en,
                  "%%% zh", zh, ""]
-    (tmp_path / "i18n" / "zh" / "99_made_up.md").write_text("\n".join(text))
+    stem = page.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    (tmp_path / "i18n" / "zh" / f"{stem}.md").write_text("\n".join(text))
     return zhlint.check(root=tmp_path)
 
 
@@ -205,14 +206,10 @@ def test_issue_49_rules_leave_the_decided_words_alone(tmp_path):
 def test_the_glossarys_english_term_lines_are_not_prose(tmp_path):
     """A glossary entry starts with its English term (as the English
     edition's does); the banned words apply to the rest of it."""
-    (tmp_path / "i18n" / "zh").mkdir(parents=True)
-    shutil.copy(ROOT / "i18n" / "zh" / zhlint.TERMS,
-                tmp_path / "i18n" / "zh" / zhlint.TERMS)
-    (tmp_path / "i18n" / "zh" / "glossary.md").write_text(
-        "%%% page book/glossary.md\n\n"
-        "%%% unit term-bucket en=000000000000\n%%% en\nbucket\n: a buffer\n"
-        "%%% zh\nbucket\n桶（bucket）\n  一块缓冲区，每个 bucket 一次\n")
-    found = zhlint.check(root=tmp_path)
+    found = _lint(tmp_path, {"term-bucket": (
+        "bucket\n: a buffer",
+        "bucket\n桶（bucket）\n  一块缓冲区，每个 bucket 一次")},
+        page=zhlint.GLOSSARY)
     assert len(found) == 1 and "缓冲区，每个 bucket 一次" in found[0], found
 
 
